@@ -1,0 +1,335 @@
+/*
+ * rlock: distributed locks for C programs, on Redis.
+ *
+ * This header is the reference documentation of the library. Every function
+ * says what it does, who owns what, whether it may be called from several
+ * threads at once, and which error codes it returns.
+ *
+ * Model
+ * -----
+ * An rlock_client is a handle on one Redis server (a URL). It is safe to
+ * share between threads. An rlock_mutex is a named lock reached through a
+ * client; the name is a byte string, the same name on every process and host
+ * means the same lock.
+ *
+ * The owner of a hold is the pair (client handle, calling thread). The same
+ * thread locking again through the same client is a re-entry: it increments
+ * a hold count, and the lock is released when unlock has been called as many
+ * times as lock. Two threads of one process are two owners and exclude each
+ * other like two processes do. A forked child is never the owner of its
+ * parent's holds.
+ *
+ * Every hold has a lease: if the owner dies, Redis forgets the lock after at
+ * most the lease and another owner can take it. With lease_ms = 0 the client
+ * renews the lease in the background for as long as the lock is held (the
+ * watchdog, see rlock_mutex_opts). Every fresh acquisition carries a fencing
+ * token, strictly greater than every earlier token of that name: pass it to
+ * the resource you protect so it can reject writes from a holder whose lease
+ * ran out while it was paused.
+ *
+ * Errors
+ * ------
+ * Functions return RLOCK_OK (0) or a negative RLOCK_E* code. The numbers
+ * never change once released. rlock_strerror() names a code, and
+ * rlock_client_errmsg() gives the detail of the last error (for example the
+ * text of a Redis error reply).
+ */
+#ifndef RLOCK_RLOCK_H
+#define RLOCK_RLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rlock/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RLOCK_STATIC)
+#define RLOCK_API
+#elif defined(__GNUC__)
+#define RLOCK_API __attribute__((visibility("default")))
+#else
+#define RLOCK_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Error codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+#define RLOCK_OK 0
+#define RLOCK_EINVAL (-1)     /* bad argument; nothing was sent to Redis */
+#define RLOCK_ENOMEM (-2)     /* out of memory */
+#define RLOCK_ECONNECT (-3)   /* could not connect to Redis */
+#define RLOCK_ETIMEDOUT (-4)  /* the lock was not obtained within the wait */
+#define RLOCK_EBUSY (-5)      /* another owner holds the lock */
+#define RLOCK_ENOTOWNER (-6)  /* the caller holds no such lock */
+#define RLOCK_ELOST (-7)      /* the caller's hold expired or was taken */
+#define RLOCK_EAUTH (-8)      /* Redis refused the credentials */
+#define RLOCK_EREDIS (-9)     /* Redis answered with an error reply */
+#define RLOCK_EPROTO (-10)    /* Redis answered something unexpected */
+#define RLOCK_EIO (-11)       /* connection lost or command timed out */
+#define RLOCK_EUNKNOWN (-12)  /* the outcome of a write is not known */
+
+/* Longest lock name in bytes. Names may hold any bytes, NUL included
+ * (see rlock_mutex_new_len). */
+#define RLOCK_NAME_MAX 1024
+
+/* Pass as wait_ms to rlock_with to wait without a bound. */
+#define RLOCK_WAIT_FOREVER (-1)
+
+/* Largest lease or wait accepted, in milliseconds (about 292 years in
+ * nanoseconds, which is what the library counts in internally). */
+#define RLOCK_MS_MAX ((int64_t)9000000000000LL)
+
+typedef struct rlock_client rlock_client;
+typedef struct rlock_mutex rlock_mutex;
+
+/*
+ * Returns a static, English description of an error code ("no error" for
+ * RLOCK_OK, "unknown error code" for numbers rlock never returns). Never
+ * NULL. Thread-safe.
+ */
+RLOCK_API const char *rlock_strerror(int err);
+
+/* Returns the library's version string, for example "0.1.0"; compare with
+ * RLOCK_VERSION_STRING to detect a header/library mismatch. Thread-safe. */
+RLOCK_API const char *rlock_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Client                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rlock_client_opts {
+    /* Time allowed to establish a connection (TCP connect or unix socket),
+     * including AUTH and SELECT. Default 2000 ms. Must be > 0. */
+    int connect_timeout_ms;
+
+    /* Time allowed for one command's reply; a call returns RLOCK_EIO rather
+     * than hang past it. Default 2000 ms. Must be > 0. */
+    int command_timeout_ms;
+
+    /* Lease used when a mutex has lease_ms = 0: the lock is taken for this
+     * long and renewed every third of it while held. Default 30000 ms.
+     * Must be >= 30 (so that a third is at least 10 ms). */
+    int64_t watchdog_lease_ms;
+
+    /* How long a waiter keeps its place in a lock's queue without touching
+     * it. A waiting thread refreshes its place every third of this; a waiter
+     * that died keeps the queue blocked for at most this long. Default
+     * 5000 ms. Must be >= 30. */
+    int64_t waiter_ttl_ms;
+
+    /* 1 (default): waiters are woken by Redis pub/sub messages. 0: waiters
+     * retry after a random delay between backoff_min_ms and backoff_max_ms
+     * (for proxies without pub/sub). If the subscriber connection fails,
+     * waiting falls back to the same backoff until it is restored. */
+    int use_pubsub;
+
+    /* Bounds of the randomized retry delay. Defaults 5 and 100 ms. Need
+     * 1 <= backoff_min_ms <= backoff_max_ms. */
+    int backoff_min_ms;
+    int backoff_max_ms;
+
+    /* Most connections a client opens for commands (threads wait for a free
+     * one beyond that). The subscriber connection is extra. Default 4. */
+    int max_connections;
+
+    /* Prefix of every key and channel rlock writes. Default "rlock". Copied.
+     * May not contain '{' or '}' (they would move the cluster hash tag). */
+    const char *key_prefix;
+
+    /* Credentials that override those in the URL (NULL: use the URL's).
+     * Copied. A username without password is an error. */
+    const char *username;
+    const char *password;
+} rlock_client_opts;
+
+/* Fills *o with the defaults above. Call it before setting fields, so that
+ * fields added in later versions get their defaults too. o != NULL. */
+RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
+
+/*
+ * Opens a client for the Redis at url and connects at once (so a wrong
+ * address fails here, not at the first lock).
+ *
+ * url: "redis://[user[:password]@]host[:port][/db]" (port 6379 by default,
+ * IPv6 hosts in brackets, user and password may be percent-encoded) or
+ * "unix:///path/to/socket[?db=N]". opts may be NULL for the defaults; the
+ * client copies what it needs from opts and url.
+ *
+ * Returns the client, or NULL and stores the error in *err (err may be
+ * NULL): RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM,
+ * RLOCK_ECONNECT (refused, unreachable, or no reply within the connect
+ * timeout), RLOCK_EAUTH (credentials refused), RLOCK_EREDIS (for example
+ * SELECT of a database that does not exist), RLOCK_EIO. The detail is
+ * available from rlock_client_errmsg(NULL) on the same thread.
+ *
+ * Thread-safe. The caller owns the client and frees it with
+ * rlock_client_close().
+ */
+RLOCK_API rlock_client *rlock_client_open(const char *url,
+                                          const rlock_client_opts *opts,
+                                          int *err);
+
+/*
+ * Closes the client: stops its background thread (no renewal happens after
+ * this returns), closes its connections and frees it. Locks still held are
+ * not released; their keys expire when their leases end. Mutexes created on
+ * this client must be freed before (rlock_mutex_free), and no other thread
+ * may be using the client. NULL is a no-op.
+ */
+RLOCK_API void rlock_client_close(rlock_client *c);
+
+/*
+ * Returns the detail of the last error that a call on client c returned on
+ * the calling thread (for example "WRONGTYPE Operation against a key..." or
+ * "connection refused (127.0.0.1:6390)"), or "" if there was none. With
+ * c = NULL: the detail of the last failed rlock_client_open() on this
+ * thread. The string belongs to the library and stays valid until the next
+ * rlock call on this thread. Thread-safe.
+ */
+RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
+
+/* ------------------------------------------------------------------------ */
+/* Mutex                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rlock_mutex_opts {
+    /* Lease of each hold in ms. 0 (default): the client's watchdog_lease_ms,
+     * renewed every third of it by the client's background thread while the
+     * lock is held. > 0: a fixed lease, no watchdog; rlock_mutex_extend
+     * extends it by hand. Must be 0 or in [1, RLOCK_MS_MAX]. */
+    int64_t lease_ms;
+
+    /* With the watchdog: renew at most this many times per hold, then let
+     * the key expire (a holder stuck forever must not hold forever).
+     * 0 (default): no cap. */
+    uint32_t max_renewals;
+
+    /* Called once, from the client's background thread, when the client
+     * learns that a hold of this mutex is gone before it was unlocked:
+     * the key was deleted or taken by another owner, the renewal cap was
+     * reached, or the lease ended without a successful renewal (Redis
+     * unreachable, Redis restarted, fixed lease not extended). Later
+     * unlock/extend of that hold return RLOCK_ELOST. The callback must not
+     * call rlock_mutex_free or rlock_client_close; it may call
+     * rlock_mutex_unlock. NULL: no callback. */
+    void (*on_lost)(rlock_mutex *m, void *arg);
+    void *on_lost_arg;
+} rlock_mutex_opts;
+
+/* Fills *o with the defaults above. o != NULL. */
+RLOCK_API void rlock_mutex_opts_init(rlock_mutex_opts *o);
+
+/*
+ * Creates a handle on the lock called name (a NUL-terminated string of 1 to
+ * RLOCK_NAME_MAX bytes) reached through client c. Nothing is sent to Redis.
+ * opts may be NULL for the defaults; it is copied.
+ *
+ * Returns the mutex, or NULL with *err (err may be NULL) set to
+ * RLOCK_EINVAL (NULL client or name, empty or too long name, bad option) or
+ * RLOCK_ENOMEM. The caller owns the mutex and frees it with
+ * rlock_mutex_free() before closing the client.
+ *
+ * A mutex may be used by several threads at once: each thread is its own
+ * owner. Thread-safe.
+ */
+RLOCK_API rlock_mutex *rlock_mutex_new(rlock_client *c, const char *name,
+                                       const rlock_mutex_opts *opts,
+                                       int *err);
+
+/* As rlock_mutex_new, for a name of name_len bytes that may contain any
+ * byte, NUL included. */
+RLOCK_API rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
+                                           size_t name_len,
+                                           const rlock_mutex_opts *opts,
+                                           int *err);
+
+/*
+ * Frees the mutex. Holds still open through it stop being renewed at once
+ * and are forgotten locally (not released: their keys expire at the end of
+ * the lease). No thread may be inside a call on m. NULL is a no-op.
+ */
+RLOCK_API void rlock_mutex_free(rlock_mutex *m);
+
+/* Returns the mutex's client. Thread-safe. */
+RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
+
+/*
+ * Acquires the lock for the calling thread, waiting as long as it takes. A
+ * thread that already holds it re-enters (hold count + 1, lease renewed).
+ *
+ * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
+ * RLOCK_EAUTH, RLOCK_EIO, RLOCK_EREDIS (for example a key of another type
+ * under the lock's name; nothing is changed), RLOCK_EPROTO. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_lock(rlock_mutex *m);
+
+/*
+ * Acquires the lock if no other owner holds it or is queued for it, without
+ * waiting. Returns RLOCK_OK or re-enters as rlock_mutex_lock; RLOCK_EBUSY if
+ * another owner holds the lock or waits ahead of the caller; other errors
+ * as rlock_mutex_lock. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
+
+/*
+ * As rlock_mutex_lock, but gives up after wait_ms milliseconds (measured on
+ * the monotonic clock) and then returns RLOCK_ETIMEDOUT, leaving no trace
+ * in the lock's queue. wait_ms = 0 behaves as rlock_mutex_trylock except
+ * that it returns RLOCK_ETIMEDOUT instead of RLOCK_EBUSY. wait_ms < 0 or
+ * > RLOCK_MS_MAX: RLOCK_EINVAL. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
+
+/*
+ * Releases one level of the calling thread's hold; at zero the lock is free
+ * and the first queued waiter is woken.
+ *
+ * Returns RLOCK_OK; RLOCK_ENOTOWNER if the calling thread holds no lock of
+ * this name through this client (nothing is sent, the real owner's lock is
+ * untouched); RLOCK_ELOST if the hold was lost (expired, deleted, taken by
+ * another owner) — the local hold is forgotten and another owner's lock is
+ * untouched; RLOCK_EIO / RLOCK_EREDIS / RLOCK_EPROTO (the hold is kept, call
+ * again). Thread-safe.
+ */
+RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
+
+/*
+ * Sets the remaining lease of the calling thread's hold to lease_ms
+ * milliseconds from now. Never recreates a lock that expired.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
+ * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold
+ * expired or was taken; the local hold is forgotten); RLOCK_EIO,
+ * RLOCK_EREDIS, RLOCK_EPROTO. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
+
+/*
+ * Returns the fencing token of the calling thread's hold of m, or 0 if the
+ * calling thread holds no such lock. Tokens of one lock name increase
+ * strictly with every fresh acquisition (re-entries keep the token).
+ * Sends nothing. Thread-safe.
+ */
+RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
+
+/*
+ * Acquires m (waiting wait_ms, or forever with RLOCK_WAIT_FOREVER, or not
+ * at all with 0), calls fn(arg, token) with the fencing token, and unlocks
+ * on every path. Returns fn's result, except: if the lock was not obtained,
+ * the acquire error (RLOCK_ETIMEDOUT, ...) and fn is not called; if the hold
+ * was lost while fn ran, RLOCK_ELOST after fn returned, so the caller can
+ * roll back. fn should return values >= 0 so they cannot be confused with
+ * these codes. Thread-safe.
+ */
+RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
+                         int (*fn)(void *arg, uint64_t token), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * The client handle: options, opening (connect at once), closing, and what
+ * happens to a client inherited through fork().
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static atomic_uint_fast64_t next_serial = 1;
+
+void rlock_client_opts_init(rlock_client_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 2000;
+    o->watchdog_lease_ms = 30000;
+    o->waiter_ttl_ms = 5000;
+    o->use_pubsub = 1;
+    o->backoff_min_ms = 5;
+    o->backoff_max_ms = 100;
+    o->max_connections = 4;
+    o->key_prefix = "rlock";
+}
+
+static int check_opts(const rlock_client_opts *o)
+{
+    if (o->connect_timeout_ms <= 0)
+        return rlock__fail(NULL, RLOCK_EINVAL, "connect_timeout_ms must be > 0");
+    if (o->command_timeout_ms <= 0)
+        return rlock__fail(NULL, RLOCK_EINVAL, "command_timeout_ms must be > 0");
+    if (o->watchdog_lease_ms < 30 || o->watchdog_lease_ms > RLOCK_MS_MAX)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "watchdog_lease_ms must be in [30, RLOCK_MS_MAX]");
+    if (o->waiter_ttl_ms < 30 || o->waiter_ttl_ms > RLOCK_MS_MAX)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "waiter_ttl_ms must be in [30, RLOCK_MS_MAX]");
+    if (o->backoff_min_ms < 1 || o->backoff_max_ms < o->backoff_min_ms)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "need 1 <= backoff_min_ms <= backoff_max_ms");
+    if (o->max_connections < 1 || o->max_connections > 1024)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "max_connections must be in [1, 1024]");
+    if (!o->key_prefix || !o->key_prefix[0] || strpbrk(o->key_prefix, "{}") ||
+        strlen(o->key_prefix) > 64)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "key_prefix must be 1 to 64 bytes without '{' "
+                           "or '}'");
+    if (o->username && !o->password)
+        return rlock__fail(NULL, RLOCK_EINVAL, "username given without password");
+    return RLOCK_OK;
+}
+
+static void init_sync(rlock_client *c)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&c->pool_mu, NULL);
+    pthread_cond_init(&c->pool_cv, &ca);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->callback_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void free_client(rlock_client *c)
+{
+    rlock__url_free(&c->url);
+    free(c->prefix);
+    free(c->username);
+    if (c->password) {
+        memset(c->password, 0, strlen(c->password));
+        free(c->password);
+    }
+    free(c->idle);
+    pthread_mutex_destroy(&c->pool_mu);
+    pthread_cond_destroy(&c->pool_cv);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->callback_cv);
+    free(c);
+}
+
+rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
+                                int *err)
+{
+    rlock_client_opts defaults;
+    rlock_client *c;
+    redisContext *ctx = NULL;
+    int rc, dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!opts) {
+        rlock_client_opts_init(&defaults);
+        opts = &defaults;
+    }
+    if ((rc = check_opts(opts)) != RLOCK_OK) {
+        *err = rc;
+        return NULL;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
+        free(c);
+        *err = rc;
+        return NULL;
+    }
+    init_sync(c);
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    c->opts = *opts;
+    c->prefix = strdup(opts->key_prefix);
+    c->username = opts->password ? (opts->username ? strdup(opts->username)
+                                                   : NULL)
+                                 : (c->url.user ? strdup(c->url.user) : NULL);
+    c->password = opts->password ? strdup(opts->password)
+                                 : (c->url.password ? strdup(c->url.password)
+                                                    : NULL);
+    c->opts.key_prefix = NULL;
+    c->opts.username = NULL;
+    c->opts.password = NULL;
+    c->idle = calloc((size_t)opts->max_connections, sizeof *c->idle);
+    c->bg_pipe[0] = c->bg_pipe[1] = -1;
+    rlock__url_describe(&c->url, c->where, sizeof c->where);
+    c->fork_gen = rlock__fork_generation();
+    if (!c->prefix || !c->idle || (opts->password && !c->password) ||
+        (c->url.password && !c->password)) {
+        free_client(c);
+        *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (rlock__new_id(c->id) != 0) {
+        free_client(c);
+        *err = rlock__fail(NULL, RLOCK_ENOMEM,
+                           "no randomness from getrandom(2)");
+        return NULL;
+    }
+    /* Connect now, so a wrong URL or password fails here. The first
+     * connection also loads the scripts. */
+    c->nopen = 1;
+    rc = rlock__connect(c, &ctx);
+    if (rc != RLOCK_OK) {
+        /* The detail was recorded for c; repeat it where the caller can
+         * read it (rlock_client_errmsg(NULL)). */
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
+        rlock__fail(NULL, rc, "%s", detail);
+        free_client(c);
+        *err = rc;
+        return NULL;
+    }
+    rlock__conn_put(c, ctx, 0);
+    *err = RLOCK_OK;
+    return c;
+}
+
+void rlock_client_close(rlock_client *c)
+{
+    rlock__hold *h, *next;
+
+    if (!c)
+        return;
+    rlock__bg_stop(c);
+    rlock__pool_drain(c);
+    for (h = c->holds; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    while (c->subs) {
+        rlock__sub *s = c->subs;
+        c->subs = s->next;
+        free(s->channel);
+        free(s);
+    }
+    free_client(c);
+}
+
+/*
+ * In a forked child the client's memory is a copy of the parent's: the
+ * same owner id (the child would re-enter the parent's locks), sockets
+ * shared with the parent (replies would go to either process), and a
+ * background thread that does not exist. The child gets a new identity,
+ * forgets the parent's holds without touching them, and opens its own
+ * connections. Only the thread that called fork() exists in the child, so
+ * the client's locks are re-created rather than trusted.
+ */
+void rlock__client_after_fork_check(rlock_client *c)
+{
+    unsigned gen = rlock__fork_generation();
+    rlock__hold *h;
+    int i;
+
+    if (c->fork_gen == gen)
+        return;
+    c->fork_gen = gen;
+    init_sync(c);
+    for (i = 0; i < c->nidle; i++)
+        redisFree(c->idle[i]);
+    c->nidle = 0;
+    c->nopen = 0;
+    while ((h = c->holds) != NULL) {
+        c->holds = h->next;
+        free(h);
+    }
+    c->waiters = NULL;
+    c->bg_running = 0;
+    c->bg_stop = 0;
+    c->sub_up = 0;
+    if (c->bg_pipe[0] >= 0) {
+        close(c->bg_pipe[0]);
+        close(c->bg_pipe[1]);
+        c->bg_pipe[0] = c->bg_pipe[1] = -1;
+    }
+    for (rlock__sub *s = c->subs; s; s = s->next)
+        s->state = RLOCK__SUB_WANTED;
+    if (rlock__new_id(c->id) != 0)
+        c->id[0] = 'x'; /* never the parent's id, even without randomness */
+}

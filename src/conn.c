@@ -1,0 +1,353 @@
+/*
+ * Connections to Redis: opening them (timeouts, AUTH, SELECT), a small pool
+ * shared by the client's threads, running commands and scripts, and turning
+ * every hiredis failure and Redis error reply into an rlock code with its
+ * detail.
+ *
+ * Why a pool: a client is shared by many threads, and one connection would
+ * make each thread wait for every other thread's round trip. Connections
+ * are opened lazily up to max_connections. A connection that failed is
+ * closed, never reused, so "a dropped connection is re-established on the
+ * next call" falls out of the pool: the next call opens a new one. An idle
+ * connection the server closed (restart, CLIENT KILL, timeout) is noticed
+ * before reuse without a round trip: on a healthy idle RESP2 connection the
+ * socket never has anything to read.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv;
+
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    return tv;
+}
+
+int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
+                     const char *what)
+{
+    if (rlock__redis_timed_out(ctx))
+        return rlock__fail(c, RLOCK_EIO, "%s: no reply from %s within %d ms",
+                           what, c->where, c->opts.command_timeout_ms);
+    switch (ctx->err) {
+    case REDIS_ERR_EOF:
+        return rlock__fail(c, RLOCK_EIO, "%s: %s closed the connection", what,
+                           c->where);
+    case REDIS_ERR_PROTOCOL:
+        return rlock__fail(c, RLOCK_EPROTO, "%s: protocol error from %s: %s",
+                           what, c->where, ctx->errstr);
+    case REDIS_ERR_OOM:
+        return rlock__fail(c, RLOCK_ENOMEM, "%s: out of memory", what);
+    default:
+        return rlock__fail(c, RLOCK_EIO, "%s: I/O error with %s: %s", what,
+                           c->where, ctx->errstr);
+    }
+}
+
+static int starts_with(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return len >= n && memcmp(s, prefix, n) == 0;
+}
+
+int rlock__reply_error(rlock_client *c, const redisReply *r)
+{
+    const char *s = r->str ? r->str : "";
+    size_t len = r->str ? (size_t)r->len : 0;
+
+    if (starts_with(s, len, "NOAUTH") || starts_with(s, len, "WRONGPASS") ||
+        starts_with(s, len, "NOPERM") ||
+        strstr(s, "invalid password") != NULL ||
+        strstr(s, "invalid username-password") != NULL ||
+        strstr(s, "without any password configured") != NULL)
+        return rlock__fail(c, RLOCK_EAUTH, "%s refused: %.*s", c->where,
+                           (int)len, s);
+    return rlock__fail(c, RLOCK_EREDIS, "%.*s", (int)len, s);
+}
+
+/* Sends argv on ctx and reads the reply; error replies are returned as
+ * replies. On failure the connection is unusable. */
+static int roundtrip(rlock_client *c, redisContext *ctx, redisReply **out,
+                     int argc, const char **argv, const size_t *lens,
+                     const char *what)
+{
+    redisReply *r = redisCommandArgv(ctx, argc, argv, lens);
+
+    if (!r)
+        return rlock__ctx_error(c, ctx, what);
+    *out = r;
+    return RLOCK_OK;
+}
+
+/* An I/O failure while connecting is a failure to connect; keep its
+ * detail. */
+static int as_connect_error(rlock_client *c)
+{
+    char detail[512];
+
+    snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
+    return rlock__fail(c, RLOCK_ECONNECT, "%s", detail);
+}
+
+/* Runs a handshake command; error replies become codes. */
+static int handshake(rlock_client *c, redisContext *ctx, int argc,
+                     const char **argv, const char *what)
+{
+    redisReply *r = NULL;
+    int rc = roundtrip(c, ctx, &r, argc, argv, NULL, what);
+
+    if (rc != RLOCK_OK)
+        return rc == RLOCK_EIO ? as_connect_error(c) : rc;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = rlock__reply_error(c, r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int rlock__scripts_load(rlock_client *c, redisContext *ctx)
+{
+    int i, rc = RLOCK_OK;
+
+    for (i = 0; i < RLOCK__S_COUNT; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", rlock__script(i)->body};
+        if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
+            return rlock__ctx_error(c, ctx, "loading scripts");
+    }
+    for (i = 0; i < RLOCK__S_COUNT; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r)
+            return rlock__ctx_error(c, ctx, "loading scripts");
+        if (r->type == REDIS_REPLY_ERROR) {
+            if (rc == RLOCK_OK)
+                rc = rlock__reply_error(c, r);
+        } else if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+            if (rc == RLOCK_OK)
+                rc = rlock__fail(c, RLOCK_EPROTO,
+                                 "SCRIPT LOAD answered something other "
+                                 "than a digest");
+        } else {
+            memcpy(c->sha[i], r->str, 40);
+            c->sha[i][40] = '\0';
+        }
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+int rlock__connect(rlock_client *c, redisContext **out)
+{
+    struct timeval ct = ms_to_tv(c->opts.connect_timeout_ms);
+    redisContext *ctx;
+    char db[16];
+    int rc;
+
+    if (c->url.path)
+        ctx = redisConnectUnixWithTimeout(c->url.path, ct);
+    else
+        ctx = redisConnectWithTimeout(c->url.host, c->url.port, ct);
+    if (!ctx)
+        return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+    if (ctx->err) {
+        rc = rlock__fail(c, RLOCK_ECONNECT, "cannot connect to %s: %s",
+                         c->where, ctx->errstr);
+        redisFree(ctx);
+        return rc;
+    }
+    /* The handshake is part of connecting: a server that accepts the TCP
+     * connection but never answers (stopped, overloaded) fails here within
+     * the connect timeout. */
+    redisSetTimeout(ctx, ct);
+    if (!c->url.path)
+        redisEnableKeepAlive(ctx);
+    rc = RLOCK_OK;
+    if (c->password) {
+        const char *argv[3] = {"AUTH", c->username ? c->username : c->password,
+                               c->password};
+        rc = handshake(c, ctx, c->username ? 3 : 2, argv, "AUTH");
+    }
+    if (rc == RLOCK_OK && c->url.db != 0) {
+        const char *argv[2] = {"SELECT", db};
+        snprintf(db, sizeof db, "%d", c->url.db);
+        rc = handshake(c, ctx, 2, argv, "SELECT");
+    }
+    if (rc == RLOCK_OK && c->sha[0][0] == '\0') {
+        rc = rlock__scripts_load(c, ctx);
+        if (rc == RLOCK_EIO)
+            rc = as_connect_error(c);
+    }
+    if (rc != RLOCK_OK) {
+        redisFree(ctx);
+        return rc;
+    }
+    redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));
+    *out = ctx;
+    return RLOCK_OK;
+}
+
+/* A healthy idle connection has nothing to read; EOF, a reset or stray
+ * bytes all mean it must not be reused. */
+static int idle_conn_ok(redisContext *ctx)
+{
+    struct pollfd p;
+
+    if (ctx->err)
+        return 0;
+    p.fd = rlock__redis_fd(ctx);
+    p.events = POLLIN;
+    p.revents = 0;
+    return poll(&p, 1, 0) == 0;
+}
+
+int rlock__conn_get(rlock_client *c, redisContext **out)
+{
+    struct timespec until;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += c->opts.command_timeout_ms / 1000;
+    until.tv_nsec += (long)(c->opts.command_timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->pool_mu);
+    for (;;) {
+        while (c->nidle > 0) {
+            redisContext *ctx = c->idle[--c->nidle];
+            if (idle_conn_ok(ctx)) {
+                pthread_mutex_unlock(&c->pool_mu);
+                *out = ctx;
+                return RLOCK_OK;
+            }
+            redisFree(ctx);
+            c->nopen--;
+        }
+        if (c->nopen < c->opts.max_connections) {
+            redisContext *ctx = NULL;
+            c->nopen++;
+            pthread_mutex_unlock(&c->pool_mu);
+            rc = rlock__connect(c, &ctx);
+            if (rc != RLOCK_OK) {
+                pthread_mutex_lock(&c->pool_mu);
+                c->nopen--;
+                pthread_cond_signal(&c->pool_cv);
+                pthread_mutex_unlock(&c->pool_mu);
+                return rc;
+            }
+            *out = ctx;
+            return RLOCK_OK;
+        }
+        if (pthread_cond_timedwait(&c->pool_cv, &c->pool_mu, &until) != 0 &&
+            c->nidle == 0 && c->nopen >= c->opts.max_connections) {
+            pthread_mutex_unlock(&c->pool_mu);
+            return rlock__fail(c, RLOCK_EIO,
+                               "no free connection to %s within %d ms",
+                               c->where, c->opts.command_timeout_ms);
+        }
+    }
+}
+
+void rlock__conn_put(rlock_client *c, redisContext *ctx, int broken)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    if (broken || ctx->err) {
+        redisFree(ctx);
+        c->nopen--;
+    } else {
+        c->idle[c->nidle++] = ctx;
+    }
+    pthread_cond_signal(&c->pool_cv);
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
+void rlock__pool_drain(rlock_client *c)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    while (c->nidle > 0) {
+        redisFree(c->idle[--c->nidle]);
+        c->nopen--;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
+int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
+                int nkeys, const char **keys, const size_t *key_lens,
+                int nargs, const char **args, const size_t *arg_lens)
+{
+    const rlock__script_src *src = rlock__script(s);
+    const char *small_argv[16];
+    size_t small_lens[16];
+    const char **argv = small_argv;
+    size_t *lens = small_lens;
+    int argc = 3 + nkeys + nargs, i, rc;
+    char nk[16];
+    redisContext *ctx;
+    redisReply *r = NULL;
+
+    if (argc > 16) {
+        argv = malloc(sizeof *argv * (size_t)argc);
+        lens = malloc(sizeof *lens * (size_t)argc);
+        if (!argv || !lens) {
+            free(argv);
+            free(lens);
+            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        }
+    }
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = c->sha[s];
+    argv[2] = nk;
+    for (i = 0; i < nkeys; i++) {
+        argv[3 + i] = keys[i];
+        lens[3 + i] = key_lens[i];
+    }
+    for (i = 0; i < nargs; i++) {
+        argv[3 + nkeys + i] = args[i];
+        lens[3 + nkeys + i] = arg_lens[i];
+    }
+    if (c->sha[s][0] == '\0') {
+        argv[0] = "EVAL";
+        argv[1] = src->body;
+    }
+    lens[0] = strlen(argv[0]);
+    lens[1] = strlen(argv[1]);
+    lens[2] = strlen(nk);
+
+    rc = rlock__conn_get(c, &ctx);
+    if (rc == RLOCK_OK) {
+        rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+        /* The script cache is empty after a restart or SCRIPT FLUSH: send
+         * the body once, which caches it again under the same digest. */
+        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR && r->str &&
+            strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(r);
+            r = NULL;
+            argv[0] = "EVAL";
+            argv[1] = src->body;
+            lens[0] = 4;
+            lens[1] = strlen(src->body);
+            rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+        }
+        rlock__conn_put(c, ctx, rc != RLOCK_OK);
+    }
+    if (argv != small_argv) {
+        free(argv);
+        free(lens);
+    }
+    if (rc != RLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = rlock__reply_error(c, r);
+        freeReplyObject(r);
+        return rc;
+    }
+    *out = r;
+    return RLOCK_OK;
+}

@@ -1,0 +1,62 @@
+/*
+ * Error codes and their detail messages.
+ *
+ * Codes are static strings (rlock_strerror). The detail of the last error
+ * is kept per thread, tagged with the client it happened on, so that
+ * rlock_client_errmsg(c) never shows one client's error as another's and
+ * needs no lock: the SQLite errcode/errmsg split, made thread-local because
+ * a client is shared between threads.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    uint64_t client; /* serial of the client, 0 for rlock_client_open */
+    char msg[512];
+} rlock__errbuf;
+
+static _Thread_local rlock__errbuf tl_err;
+
+const char *rlock_strerror(int err)
+{
+    switch (err) {
+    case RLOCK_OK: return "no error";
+    case RLOCK_EINVAL: return "invalid argument";
+    case RLOCK_ENOMEM: return "out of memory";
+    case RLOCK_ECONNECT: return "cannot connect to Redis";
+    case RLOCK_ETIMEDOUT: return "timed out waiting for the lock";
+    case RLOCK_EBUSY: return "lock is held by another owner";
+    case RLOCK_ENOTOWNER: return "lock is not held by the caller";
+    case RLOCK_ELOST: return "lock was lost (expired or taken)";
+    case RLOCK_EAUTH: return "Redis authentication failed";
+    case RLOCK_EREDIS: return "Redis returned an error";
+    case RLOCK_EPROTO: return "unexpected reply from Redis";
+    case RLOCK_EIO: return "connection to Redis failed or timed out";
+    default: return "unknown error code";
+    }
+}
+
+const char *rlock_version(void)
+{
+    return RLOCK_VERSION_STRING;
+}
+
+int rlock__fail(const rlock_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    tl_err.client = c ? c->serial : 0;
+    va_start(ap, fmt);
+    vsnprintf(tl_err.msg, sizeof tl_err.msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *rlock_client_errmsg(rlock_client *c)
+{
+    uint64_t serial = c ? c->serial : 0;
+
+    return tl_err.client == serial ? tl_err.msg : "";
+}

@@ -1,0 +1,295 @@
+/*
+ * Private declarations shared by the library's source files. Nothing here
+ * is part of the API; names start with rlock__.
+ *
+ * Who owns what:
+ *  - rlock_client owns its connection pool, its hold table, its waiter list,
+ *    its subscription table and its background thread.
+ *  - rlock_mutex owns the names of its keys; holds point back at the mutex
+ *    that took them and are dropped when it is freed.
+ * Locking: client->mu guards holds, waiters, subscriptions and background
+ * state; client->pool_mu guards the idle connections. Never hold mu while
+ * talking to Redis.
+ */
+#ifndef RLOCK_INTERNAL_H
+#define RLOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "compat/hiredis_compat.h"
+
+/* ---- errors (error.c) --------------------------------------------------- */
+
+/* Records the detail of an error for rlock_client_errmsg(c) on this thread
+ * (c may be NULL: errors of rlock_client_open) and returns code. */
+int rlock__fail(const rlock_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- time and randomness (clock.c) ------------------------------------- */
+
+#define RLOCK__NS_PER_MS INT64_C(1000000)
+
+int64_t rlock__now_ns(void); /* CLOCK_MONOTONIC */
+/* Uniform random integer in [lo, hi]; not for secrets. Thread-safe. */
+int64_t rlock__jitter(int64_t lo, int64_t hi);
+/* Fills buf with len bytes from the OS random source; 0 or -1. */
+int rlock__random_bytes(void *buf, size_t len);
+
+/* ---- URLs (url.c) ------------------------------------------------------ */
+
+typedef struct rlock__url {
+    char *host; /* NULL for unix sockets */
+    int port;
+    char *path; /* unix socket path, or NULL */
+    char *user; /* NULL if none */
+    char *password;
+    int db;
+} rlock__url;
+
+/* Parses url into *u (strings malloc'ed). RLOCK_OK or RLOCK_EINVAL /
+ * RLOCK_ENOMEM with the detail recorded for client NULL. */
+int rlock__url_parse(const char *url, rlock__url *u);
+void rlock__url_free(rlock__url *u);
+/* Writes "host:port" or the socket path into buf (never the password). */
+void rlock__url_describe(const rlock__url *u, char *buf, size_t len);
+
+/* ---- owner identity (owner.c) ------------------------------------------ */
+
+/* 128 random bits as 32 hex digits, plus NUL. */
+#define RLOCK__ID_LEN 32
+/* Owner string: "<client id>:<thread number>". */
+#define RLOCK__OWNER_MAX (RLOCK__ID_LEN + 1 + 20 + 1)
+
+int rlock__new_id(char out[RLOCK__ID_LEN + 1]);
+/* A number for the calling thread, unique in the process, never 0. */
+uint64_t rlock__thread_number(void);
+/* Increases in every child created by fork(). */
+unsigned rlock__fork_generation(void);
+
+/* ---- scripts (scripts.c) ----------------------------------------------- */
+
+enum rlock__script {
+    RLOCK__S_ACQUIRE,
+    RLOCK__S_RELEASE,
+    RLOCK__S_EXTEND,
+    RLOCK__S_CANCEL,
+    RLOCK__S_RENEW,
+    RLOCK__S_FORCE,
+    RLOCK__S_STATUS,
+    RLOCK__S_COUNT
+};
+
+typedef struct rlock__script_src {
+    const char *name;
+    const char *body;
+} rlock__script_src;
+
+const rlock__script_src *rlock__script(enum rlock__script s);
+
+/* ---- connections (conn.c) ---------------------------------------------- */
+
+/* Opens one connection with the client's URL, timeouts and credentials. */
+int rlock__connect(rlock_client *c, redisContext **out);
+/* Takes a connection from the pool (opening one if needed). */
+int rlock__conn_get(rlock_client *c, redisContext **out);
+/* Returns a connection; broken != 0 closes it instead. */
+void rlock__conn_put(rlock_client *c, redisContext *ctx, int broken);
+/* Closes every idle connection (fork, close). */
+void rlock__pool_drain(rlock_client *c);
+
+/* Maps a context error to a code and records the detail. */
+int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
+                     const char *what);
+/* Maps an error reply to a code and records the detail. */
+int rlock__reply_error(rlock_client *c, const redisReply *r);
+
+/*
+ * Runs script s with EVALSHA, loading it again if Redis answers NOSCRIPT
+ * (restart, SCRIPT FLUSH). keys and args hold nkeys and nargs strings with
+ * their lengths.
+ */
+int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
+                int nkeys, const char **keys, const size_t *key_lens,
+                int nargs, const char **args, const size_t *arg_lens);
+
+/* Loads every script on ctx and records the SHA1 digests. */
+int rlock__scripts_load(rlock_client *c, redisContext *ctx);
+
+/* ---- the lock's keys ---------------------------------------------------- */
+
+enum rlock__key {
+    RLOCK__K_LOCK,  /* hash: owner, count, token; expires with the lease */
+    RLOCK__K_FENCE, /* counter of fencing tokens; never expires */
+    RLOCK__K_QUEUE, /* list of waiting owners, in arrival order */
+    RLOCK__K_QTTL,  /* zset: waiting owner -> deadline (server ms) */
+    RLOCK__K_COUNT
+};
+
+/* ---- holds (hold.c) ----------------------------------------------------- */
+
+/*
+ * What this client knows of one owner's hold: the thread that took it, the
+ * token, the local mirror of the hold count, and the lease bookkeeping on
+ * the monotonic clock. Lives in client->holds, guarded by client->mu.
+ */
+typedef struct rlock__hold {
+    struct rlock__hold *next;
+    uint64_t serial;       /* unique in the client, for in-flight renewals */
+    rlock_mutex *m;
+    uint64_t thread;
+    uint64_t token;
+    int64_t count;
+    int64_t lease_ms;
+    int watchdog;          /* renewed by the background thread */
+    uint32_t renewals;     /* renewals done so far */
+    int64_t valid_until;   /* monotonic ns: lease end as far as we know */
+    int64_t renew_at;      /* monotonic ns: next renewal (watchdog) */
+    int lost;              /* the hold is gone (unlock will say ELOST) */
+    int notify;            /* on_lost is still to be called */
+    int releasing;         /* an unlock that may end the hold is in flight */
+    int renewing;          /* a renewal of this hold is in flight */
+} rlock__hold;
+
+/* Finds the calling thread's hold of the lock named like m (mu held). */
+rlock__hold *rlock__hold_find(rlock_client *c, const rlock_mutex *m,
+                              uint64_t thread);
+rlock__hold *rlock__hold_by_serial(rlock_client *c, uint64_t serial);
+void rlock__hold_remove(rlock_client *c, rlock__hold *h);
+
+/* ---- waiting (wait.c, subscriber.c) ------------------------------------ */
+
+/* A thread blocked in lock/timedlock, as the background thread sees it. */
+typedef struct rlock__waiter {
+    struct rlock__waiter *next;
+    const rlock_mutex *m;
+    char owner[RLOCK__OWNER_MAX];
+    size_t owner_len;
+    int woken; /* a wake message or reconnect arrived; guarded by mu */
+    pthread_cond_t cv;
+} rlock__waiter;
+
+/* One channel the subscriber connection listens on. */
+typedef struct rlock__sub {
+    struct rlock__sub *next;
+    char *channel;
+    size_t channel_len;
+    int users;     /* mutexes that want it */
+    int state;     /* RLOCK__SUB_* */
+} rlock__sub;
+
+enum { RLOCK__SUB_WANTED, RLOCK__SUB_SENT, RLOCK__SUB_ACTIVE };
+
+int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever);
+
+/* ---- background thread (background.c) ---------------------------------- */
+
+/* Starts the background thread if it is not running (mu held). */
+int rlock__bg_ensure(rlock_client *c);
+/* Wakes the background thread so it looks at its work again (mu held). */
+void rlock__bg_kick(rlock_client *c);
+/* Stops the thread and waits for it (mu not held). */
+void rlock__bg_stop(rlock_client *c);
+
+/* The background thread's steps (mu held; each may release it for a round
+ * trip). They lower *next to the time they want to run again. */
+void rlock__watchdog_step(rlock_client *c, int64_t *next);
+void rlock__sub_step(rlock_client *c, int64_t *next);
+/* Reads what arrived on the subscriber connection (mu not held). */
+void rlock__sub_read(rlock_client *c);
+void rlock__sub_shutdown(rlock_client *c);
+
+/* Subscribes to m's channel (mu held); returns 1 if it is active. */
+int rlock__sub_want(rlock_client *c, rlock_mutex *m);
+void rlock__sub_release(rlock_client *c, rlock_mutex *m);
+
+/* ---- the handles -------------------------------------------------------- */
+
+typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
+
+struct rlock_client {
+    uint64_t serial; /* tags errmsg records; never reused */
+    rlock__url url;
+    char where[300]; /* url without password, for messages */
+    rlock_client_opts opts;
+    char *prefix;
+    char *username;
+    char *password;
+
+    char id[RLOCK__ID_LEN + 1];
+    unsigned fork_gen;
+
+    /* Script digests, filled by rlock__scripts_load. */
+    char sha[RLOCK__S_COUNT][41];
+
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    redisContext **idle;
+    int nidle;
+    int nopen;
+
+    pthread_mutex_t mu;
+    rlock__hold *holds;
+    rlock__waiter *waiters;
+    rlock__sub *subs;
+
+    /* Background thread: subscriber and lease timers. */
+    int bg_running;
+    int bg_stop;
+    pthread_t bg_thread;
+    int bg_pipe[2];
+    int sub_up; /* the subscriber connection is established */
+    redisContext *sub_ctx;   /* owned by the background thread */
+    int64_t sub_retry_at;    /* monotonic ns: next reconnect attempt */
+    uint64_t next_hold_serial;
+    /* The mutex whose on_lost is running now; rlock_mutex_free waits for
+     * it to return. */
+    const rlock_mutex *in_callback;
+    rlock__cleanup *cleanups; /* abandoned attempts still to undo */
+    uint64_t next_attempt;    /* nonces of acquire requests (atomic) */
+    pthread_cond_t callback_cv;
+};
+
+struct rlock_mutex {
+    rlock_client *c;
+    char *name;
+    size_t name_len;
+    char *keys[RLOCK__K_COUNT];
+    size_t key_lens[RLOCK__K_COUNT];
+    char *channel;
+    size_t channel_len;
+    rlock_mutex_opts opts;
+    int subscribed; /* holds a reference on the channel's subscription */
+};
+
+/* Called at the start of every API call on c: handles a fork since the
+ * last call (new identity, no inherited connections or holds). */
+void rlock__client_after_fork_check(rlock_client *c);
+
+/* "<client id>:<thread>" into buf; returns its length. */
+size_t rlock__owner(const rlock_client *c, uint64_t thread,
+                    char buf[RLOCK__OWNER_MAX]);
+
+/* Attempts the acquire script once. mode: 't' try, 'w' wait (queue). On
+ * RLOCK_OK the hold is recorded; RLOCK_EBUSY leaves *hint_ms set to how
+ * long the current holder's lease or head waiter's place lasts. */
+int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms);
+/* ---- cleanup of abandoned attempts (cleanup.c) ------------------------- */
+
+/* Runs the cancel script now: owner leaves the queue and, if attempt is
+ * not "", gives up the hold that attempt may have taken. */
+int rlock__cancel_now(rlock_client *c, char *const keys[RLOCK__K_COUNT],
+                      const size_t key_lens[RLOCK__K_COUNT],
+                      const char *channel, size_t channel_len,
+                      const char *owner, const char *attempt);
+/* Same for the calling thread on m (attempt 0: queue place only), sent
+ * later by the background thread. */
+void rlock__defer_cancel(rlock_mutex *m, uint64_t attempt);
+/* Background thread: sends due cleanups (mu held, released meanwhile). */
+void rlock__cleanup_step(rlock_client *c, int64_t *next);
+void rlock__cleanup_discard(rlock_client *c);
+
+#endif

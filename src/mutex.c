@@ -1,0 +1,524 @@
+/*
+ * The mutex operations: create, acquire once, release, extend, token, and
+ * the callback form. Waiting lives in wait.c, lease renewal in watchdog.c.
+ *
+ * Each operation is one script call (one round trip when uncontended). The
+ * client's hold table is updated only after Redis has answered, and under
+ * client->mu, never across a round trip.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void rlock_mutex_opts_init(rlock_mutex_opts *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* "{prefix:name}" followed by suffix, as a byte string. */
+static char *make_key(const rlock_client *c, const char *name, size_t len,
+                      const char *suffix, size_t *out_len)
+{
+    size_t plen = strlen(c->prefix), slen = strlen(suffix);
+    size_t n = 1 + plen + 1 + len + 1 + slen;
+    char *k = malloc(n + 1), *p;
+
+    if (!k)
+        return NULL;
+    p = k;
+    *p++ = '{';
+    memcpy(p, c->prefix, plen);
+    p += plen;
+    *p++ = ':';
+    memcpy(p, name, len);
+    p += len;
+    *p++ = '}';
+    memcpy(p, suffix, slen);
+    p[slen] = '\0';
+    *out_len = n;
+    return k;
+}
+
+static void free_mutex(rlock_mutex *m)
+{
+    int i;
+
+    for (i = 0; i < RLOCK__K_COUNT; i++)
+        free(m->keys[i]);
+    free(m->channel);
+    free(m->name);
+    free(m);
+}
+
+rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
+                                 size_t name_len, const rlock_mutex_opts *opts,
+                                 int *err)
+{
+    static const char *suffix[RLOCK__K_COUNT] = {"", ":fence", ":queue",
+                                                 ":qttl"};
+    rlock_mutex *m;
+    int i, dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!c) {
+        *err = rlock__fail(NULL, RLOCK_EINVAL, "client is NULL");
+        return NULL;
+    }
+    rlock__client_after_fork_check(c);
+    if (!name) {
+        *err = rlock__fail(c, RLOCK_EINVAL, "lock name is NULL");
+        return NULL;
+    }
+    if (name_len == 0 || name_len > RLOCK_NAME_MAX) {
+        *err = rlock__fail(c, RLOCK_EINVAL,
+                           "lock name must be 1 to %d bytes (got %zu)",
+                           RLOCK_NAME_MAX, name_len);
+        return NULL;
+    }
+    if (opts && (opts->lease_ms < 0 || opts->lease_ms > RLOCK_MS_MAX)) {
+        *err = rlock__fail(c, RLOCK_EINVAL,
+                           "lease_ms must be 0 (watchdog) or 1 to %" PRId64,
+                           RLOCK_MS_MAX);
+        return NULL;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m) {
+        *err = rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    m->c = c;
+    if (opts)
+        m->opts = *opts;
+    m->name = malloc(name_len);
+    m->name_len = name_len;
+    if (m->name)
+        memcpy(m->name, name, name_len);
+    for (i = 0; i < RLOCK__K_COUNT; i++)
+        m->keys[i] = make_key(c, name, name_len, suffix[i], &m->key_lens[i]);
+    m->channel = make_key(c, name, name_len, ":wake", &m->channel_len);
+    for (i = 0; i < RLOCK__K_COUNT; i++)
+        if (!m->keys[i])
+            break;
+    if (!m->name || i < RLOCK__K_COUNT || !m->channel) {
+        free_mutex(m);
+        *err = rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    *err = RLOCK_OK;
+    return m;
+}
+
+rlock_mutex *rlock_mutex_new(rlock_client *c, const char *name,
+                             const rlock_mutex_opts *opts, int *err)
+{
+    return rlock_mutex_new_len(c, name, name ? strlen(name) : 0, opts, err);
+}
+
+void rlock_mutex_free(rlock_mutex *m)
+{
+    rlock_client *c;
+    rlock__hold *h, *next;
+
+    if (!m)
+        return;
+    c = m->c;
+    rlock__client_after_fork_check(c);
+    pthread_mutex_lock(&c->mu);
+    while (c->in_callback == m)
+        pthread_cond_wait(&c->callback_cv, &c->mu);
+    /* Forget this mutex's holds: no renewal after this point, the keys
+     * expire on their own. */
+    for (h = c->holds; h; h = next) {
+        next = h->next;
+        if (h->m == m)
+            rlock__hold_remove(c, h);
+    }
+    if (m->subscribed)
+        rlock__sub_release(c, m);
+    pthread_mutex_unlock(&c->mu);
+    free_mutex(m);
+}
+
+rlock_client *rlock_mutex_client(rlock_mutex *m)
+{
+    return m ? m->c : NULL;
+}
+
+static int64_t hold_lease_ms(const rlock_mutex *m)
+{
+    return m->opts.lease_ms > 0 ? m->opts.lease_ms
+                                : m->c->opts.watchdog_lease_ms;
+}
+
+static int bad_reply(rlock_client *c, const char *script)
+{
+    return rlock__fail(c, RLOCK_EPROTO, "unexpected reply to the %s script",
+                       script);
+}
+
+/* Undoes an attempt whose outcome is unknown or unwanted: the owner leaves
+ * the queue and gives up the hold this very attempt may have taken. The
+ * caller already waited for Redis once; the background thread does it. */
+static void abandon(rlock_mutex *m, uint64_t attempt)
+{
+    rlock__defer_cancel(m, attempt);
+}
+
+static int reply_int(const redisReply *r, long long *v)
+{
+    if (r->type != REDIS_REPLY_INTEGER)
+        return -1;
+    *v = r->integer;
+    return 0;
+}
+
+int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
+{
+    rlock_client *c = m->c;
+    uint64_t thread = rlock__thread_number();
+    int64_t lease = hold_lease_ms(m), t0, now;
+    char owner[RLOCK__OWNER_MAX], lease_s[24], ttl_s[24], mode_s[2];
+    char attempt_s[24];
+    const char *args[6];
+    size_t lens[6];
+    uint64_t attempt = __atomic_add_fetch(&c->next_attempt, 1,
+                                          __ATOMIC_RELAXED);
+    redisReply *r = NULL;
+    long long status, count;
+    uint64_t token;
+    rlock__hold *h;
+    int rc, fresh;
+
+    lens[0] = rlock__owner(c, thread, owner);
+    args[0] = owner;
+    args[1] = lease_s;
+    lens[1] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
+    mode_s[0] = mode;
+    mode_s[1] = '\0';
+    args[2] = mode_s;
+    lens[2] = 1;
+    args[3] = ttl_s;
+    lens[3] = (size_t)snprintf(ttl_s, sizeof ttl_s, "%" PRId64,
+                               c->opts.waiter_ttl_ms);
+    args[4] = m->channel;
+    lens[4] = m->channel_len;
+    args[5] = attempt_s;
+    lens[5] = (size_t)snprintf(attempt_s, sizeof attempt_s, "%" PRIu64,
+                               attempt);
+
+    pthread_mutex_lock(&c->mu);
+    fresh = rlock__hold_find(c, m, thread) == NULL;
+    pthread_mutex_unlock(&c->mu);
+
+    /* The lease is counted from before the request left: whatever Redis
+     * did, it did after this instant, so our idea of the lease end is never
+     * later than Redis's. */
+    t0 = rlock__now_ns();
+    rc = rlock__eval(c, RLOCK__S_ACQUIRE, &r, RLOCK__K_COUNT,
+                     (const char **)m->keys, m->key_lens, 6, args, lens);
+    if (rc != RLOCK_OK) {
+        /* A lost reply may hide a success: never report it, undo it. */
+        if (rc == RLOCK_EIO && fresh)
+            abandon(m, attempt);
+        return rc;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        reply_int(r->element[0], &status) != 0) {
+        freeReplyObject(r);
+        return bad_reply(c, "acquire");
+    }
+    if (status == 0) {
+        long long hint;
+        if (reply_int(r->element[1], &hint) != 0) {
+            freeReplyObject(r);
+            return bad_reply(c, "acquire");
+        }
+        freeReplyObject(r);
+        if (hint_ms)
+            *hint_ms = hint;
+        return rlock__fail(c, RLOCK_EBUSY, "lock is held or queued for");
+    }
+    if (r->elements != 3 || r->element[1]->type != REDIS_REPLY_STRING ||
+        reply_int(r->element[2], &count) != 0 || count < 1) {
+        freeReplyObject(r);
+        return bad_reply(c, "acquire");
+    }
+    token = strtoull(r->element[1]->str, NULL, 10);
+    freeReplyObject(r);
+
+    now = rlock__now_ns();
+    if (now - t0 >= lease * RLOCK__NS_PER_MS) {
+        /* The answer came after the lease would have ended (a pause, a
+         * stalled network): the hold may already belong to someone else,
+         * so it is not reported as ours. */
+        if (fresh)
+            abandon(m, attempt);
+        if (hint_ms)
+            *hint_ms = 0;
+        return rlock__fail(c, RLOCK_EBUSY,
+                           "reply arrived after the lease had ended");
+    }
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h) {
+            pthread_mutex_unlock(&c->mu);
+            abandon(m, attempt);
+            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        }
+        h->serial = ++c->next_hold_serial;
+        h->m = m;
+        h->thread = thread;
+        h->watchdog = m->opts.lease_ms == 0;
+        h->next = c->holds;
+        c->holds = h;
+    }
+    h->token = token;
+    h->count = count;
+    h->lease_ms = lease;
+    h->lost = 0;
+    h->notify = 0;
+    h->valid_until = t0 + lease * RLOCK__NS_PER_MS;
+    h->renew_at = t0 + lease * RLOCK__NS_PER_MS / 3;
+    rc = rlock__bg_ensure(c);
+    if (rc == RLOCK_OK)
+        rlock__bg_kick(c);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int rlock_mutex_trylock(rlock_mutex *m)
+{
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    rlock__client_after_fork_check(m->c);
+    return rlock__try_acquire(m, 't', NULL);
+}
+
+int rlock_mutex_lock(rlock_mutex *m)
+{
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    rlock__client_after_fork_check(m->c);
+    return rlock__wait_acquire(m, 0, 1);
+}
+
+int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms)
+{
+    int rc;
+
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    rlock__client_after_fork_check(m->c);
+    if (wait_ms < 0 || wait_ms > RLOCK_MS_MAX)
+        return rlock__fail(m->c, RLOCK_EINVAL,
+                           "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX);
+    if (wait_ms == 0) {
+        rc = rlock__try_acquire(m, 't', NULL);
+        return rc == RLOCK_EBUSY
+                   ? rlock__fail(m->c, RLOCK_ETIMEDOUT, "lock is busy")
+                   : rc;
+    }
+    return rlock__wait_acquire(m, rlock__now_ns() + wait_ms * RLOCK__NS_PER_MS,
+                               0);
+}
+
+/* Looks up the calling thread's hold for unlock/extend. On RLOCK_OK the
+ * hold's token is in *token and mu is released. */
+static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
+                    int64_t *count)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (!h) {
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(c, RLOCK_ENOTOWNER,
+                           "this thread holds no lock of this name");
+    }
+    if (h->lost) {
+        rlock__hold_remove(c, h);
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(c, RLOCK_ELOST,
+                           "the hold was lost before this call");
+    }
+    *token = h->token;
+    if (count) {
+        *count = h->count;
+        if (h->count == 1)
+            h->releasing = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return RLOCK_OK;
+}
+
+int rlock_mutex_unlock(rlock_mutex *m)
+{
+    rlock_client *c;
+    uint64_t thread, token = 0;
+    int64_t count = 0;
+    char owner[RLOCK__OWNER_MAX], token_s[24];
+    const char *args[3];
+    size_t lens[3];
+    redisReply *r = NULL;
+    rlock__hold *h;
+    long long n = 0;
+    int rc;
+
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    c = m->c;
+    rlock__client_after_fork_check(c);
+    thread = rlock__thread_number();
+    if ((rc = own_hold(m, thread, &token, &count)) != RLOCK_OK)
+        return rc;
+
+    lens[0] = rlock__owner(c, thread, owner);
+    args[0] = owner;
+    lens[1] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, token);
+    args[1] = token_s;
+    args[2] = m->channel;
+    lens[2] = m->channel_len;
+    rc = rlock__eval(c, RLOCK__S_RELEASE, &r, RLOCK__K_COUNT,
+                     (const char **)m->keys, m->key_lens, 3, args, lens);
+    if (rc == RLOCK_OK && reply_int(r, &n) != 0)
+        rc = bad_reply(c, "release");
+    if (r)
+        freeReplyObject(r);
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (rc != RLOCK_OK) {
+        if (h)
+            h->releasing = 0;
+    } else if (n < 0) {
+        if (h)
+            rlock__hold_remove(c, h);
+        rc = rlock__fail(c, RLOCK_ELOST,
+                         "the hold had expired or was taken by another "
+                         "owner; nothing was released");
+    } else if (n == 0) {
+        if (h)
+            rlock__hold_remove(c, h);
+    } else if (h) {
+        h->count = n;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
+{
+    rlock_client *c;
+    uint64_t thread, token = 0;
+    char owner[RLOCK__OWNER_MAX], token_s[24], lease_s[24];
+    const char *args[3];
+    size_t lens[3];
+    redisReply *r = NULL;
+    rlock__hold *h;
+    long long ok = 0;
+    int64_t t0;
+    int rc;
+
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    c = m->c;
+    rlock__client_after_fork_check(c);
+    if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX)
+        return rlock__fail(c, RLOCK_EINVAL, "lease_ms must be 1 to %" PRId64,
+                           RLOCK_MS_MAX);
+    thread = rlock__thread_number();
+    if ((rc = own_hold(m, thread, &token, NULL)) != RLOCK_OK)
+        return rc;
+
+    lens[0] = rlock__owner(c, thread, owner);
+    args[0] = owner;
+    lens[1] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, token);
+    args[1] = token_s;
+    lens[2] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease_ms);
+    args[2] = lease_s;
+    t0 = rlock__now_ns();
+    rc = rlock__eval(c, RLOCK__S_EXTEND, &r, 1, (const char **)m->keys,
+                     m->key_lens, 3, args, lens);
+    if (rc == RLOCK_OK && reply_int(r, &ok) != 0)
+        rc = bad_reply(c, "extend");
+    if (r)
+        freeReplyObject(r);
+    if (rc != RLOCK_OK)
+        return rc;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (!ok) {
+        if (h)
+            rlock__hold_remove(c, h);
+        rc = rlock__fail(c, RLOCK_ELOST,
+                         "the hold had expired or was taken by another "
+                         "owner; nothing was extended");
+    } else if (h) {
+        h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
+        if (h->watchdog)
+            h->renew_at = t0 + lease_ms * RLOCK__NS_PER_MS / 3;
+        rlock__bg_kick(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+uint64_t rlock_mutex_token(rlock_mutex *m)
+{
+    rlock__hold *h;
+    uint64_t token = 0;
+
+    if (!m)
+        return 0;
+    rlock__client_after_fork_check(m->c);
+    pthread_mutex_lock(&m->c->mu);
+    h = rlock__hold_find(m->c, m, rlock__thread_number());
+    if (h && !h->lost)
+        token = h->token;
+    pthread_mutex_unlock(&m->c->mu);
+    return token;
+}
+
+int rlock_with(rlock_mutex *m, int64_t wait_ms,
+               int (*fn)(void *arg, uint64_t token), void *arg)
+{
+    int rc, result;
+
+    if (!m || !fn)
+        return rlock__fail(m ? m->c : NULL, RLOCK_EINVAL,
+                           "mutex and fn must not be NULL");
+    if (wait_ms == RLOCK_WAIT_FOREVER)
+        rc = rlock_mutex_lock(m);
+    else
+        rc = rlock_mutex_timedlock(m, wait_ms);
+    if (rc != RLOCK_OK)
+        return rc;
+    result = fn(arg, rlock_mutex_token(m));
+    rc = rlock_mutex_unlock(m);
+    if (rc != RLOCK_OK && rc != RLOCK_ELOST)
+        rc = rlock_mutex_unlock(m);
+    if (rc == RLOCK_ELOST)
+        return rc;
+    if (rc != RLOCK_OK) {
+        /* Redis could not be reached twice: stop renewing and let the lease
+         * run out, since nobody is left to unlock. fn's work was done under
+         * a valid hold, so its result stands. */
+        rlock__hold *h;
+        pthread_mutex_lock(&m->c->mu);
+        h = rlock__hold_find(m->c, m, rlock__thread_number());
+        if (h)
+            rlock__hold_remove(m->c, h);
+        pthread_mutex_unlock(&m->c->mu);
+    }
+    return result;
+}

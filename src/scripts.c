@@ -1,0 +1,190 @@
+/*
+ * The Lua scripts: every change rlock makes to Redis is one of these, so
+ * each step (acquire, release, extend, renew, give up waiting, force
+ * release) is atomic on the server. docs/protocol.md explains each one.
+ *
+ * Keys, always in this order (they share one cluster hash tag):
+ *   KEYS[1] lock   hash {owner, count, token}, expires with the lease
+ *   KEYS[2] fence  fencing token counter (INCR), never expires
+ *   KEYS[3] queue  list of waiting owners, oldest first
+ *   KEYS[4] qttl   zset waiting owner -> deadline in server milliseconds
+ *
+ * Times compared inside a script come from the server's own clock (TIME),
+ * so client clocks never matter; only the order and liveness of waiters
+ * depend on it, never mutual exclusion.
+ */
+#include "internal.h"
+
+/* Helpers every script may use. replicate_commands() lets Redis 5 and 6
+ * accept writes after TIME; Redis 7 always replicates effects. */
+#define PRELUDE                                                                \
+    "if redis.replicate_commands then redis.replicate_commands() end\n"        \
+    "local function now_ms()\n"                                                \
+    "  local t = redis.call('TIME')\n"                                         \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
+    "end\n"                                                                    \
+    /* Drops waiters at the head whose place expired; returns the first    */ \
+    /* live one and its deadline.                                          */ \
+    "local function live_head(now)\n"                                          \
+    "  while true do\n"                                                        \
+    "    local head = redis.call('LINDEX', KEYS[3], 0)\n"                      \
+    "    if not head then return nil end\n"                                    \
+    "    local dl = redis.call('ZSCORE', KEYS[4], head)\n"                     \
+    "    if dl and tonumber(dl) > now then return head, tonumber(dl) end\n"    \
+    "    redis.call('LPOP', KEYS[3])\n"                                        \
+    "    redis.call('ZREM', KEYS[4], head)\n"                                  \
+    "  end\n"                                                                  \
+    "end\n"                                                                    \
+    /* Tells the first live waiter that the lock is free.                  */ \
+    "local function wake_head(channel)\n"                                      \
+    "  local head = live_head(now_ms())\n"                                     \
+    "  if head then redis.call('PUBLISH', channel, head) end\n"                \
+    "end\n"
+
+/*
+ * ARGV: owner, lease_ms, mode ('t' try, 'w' wait: join the queue),
+ *       waiter_ttl_ms, channel, attempt (a nonce naming this request, so
+ *       that an attempt whose reply was lost can be undone exactly).
+ * Returns {1, token, count} when held (count > 1: a re-entry), or
+ * {0, hint_ms}: busy; hint_ms is how long the holder's lease or the head
+ * waiter's place lasts, the longest a waiter should sleep without news.
+ */
+static const char acquire_lua[] =
+    PRELUDE
+    "local owner, lease = ARGV[1], ARGV[2]\n"
+    "local holder = redis.call('HGET', KEYS[1], 'owner')\n"
+    "if holder == owner then\n"
+    "  local n = redis.call('HINCRBY', KEYS[1], 'count', 1)\n"
+    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  return {1, redis.call('HGET', KEYS[1], 'token'), n}\n"
+    "end\n"
+    "local now = now_ms()\n"
+    "local function enqueue()\n"
+    "  local ttl = tonumber(ARGV[4])\n"
+    "  if redis.call('ZADD', KEYS[4], now + ttl, owner) == 1 then\n"
+    "    redis.call('RPUSH', KEYS[3], owner)\n"
+    "  end\n"
+    "  for i = 3, 4 do\n"
+    "    if redis.call('PTTL', KEYS[i]) < ttl + 1000 then\n"
+    "      redis.call('PEXPIRE', KEYS[i], ttl + 1000)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "if holder then\n"
+    "  if ARGV[3] == 'w' then enqueue() end\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "end\n"
+    "local before = redis.call('LINDEX', KEYS[3], 0)\n"
+    "local head, deadline = live_head(now)\n"
+    "if head and head ~= owner then\n"
+    "  if ARGV[3] == 'w' then enqueue() end\n"
+    "  if head ~= before then redis.call('PUBLISH', ARGV[5], head) end\n"
+    "  return {0, deadline - now}\n"
+    "end\n"
+    "if head then\n"
+    "  redis.call('LPOP', KEYS[3])\n"
+    "  redis.call('ZREM', KEYS[4], owner)\n"
+    "end\n"
+    "local token = tostring(redis.call('INCR', KEYS[2]))\n"
+    "redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token,\n"
+    "           'attempt', ARGV[6])\n"
+    "redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "return {1, token, 1}\n";
+
+/*
+ * ARGV: owner, token, channel.
+ * Returns the remaining hold count (0: released, first waiter woken), or
+ * -1 if this owner's hold with this token is not there (expired, deleted,
+ * or another owner's lock, which is left untouched).
+ */
+static const char release_lua[] =
+    PRELUDE
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'token')\n"
+    "if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return -1 end\n"
+    "local n = redis.call('HINCRBY', KEYS[1], 'count', -1)\n"
+    "if n > 0 then return n end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "wake_head(ARGV[3])\n"
+    "return 0\n";
+
+/* ARGV: owner, token, lease_ms. 1 if extended, 0 if the hold is gone
+ * (never recreates the key). */
+static const char extend_lua[] =
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'token')\n"
+    "if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return 0 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "return 1\n";
+
+/* The watchdog's batch: KEYS are lock keys, ARGV holds (owner, token,
+ * lease_ms) for each. Returns a 1 (renewed) or 0 (gone) per key. */
+static const char renew_lua[] =
+    "local out = {}\n"
+    "for i, key in ipairs(KEYS) do\n"
+    "  local h = redis.call('HMGET', key, 'owner', 'token')\n"
+    "  if h[1] == ARGV[3 * i - 2] and h[2] == ARGV[3 * i - 1] then\n"
+    "    redis.call('PEXPIRE', key, ARGV[3 * i])\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* ARGV: owner, channel, attempt. A waiter gives up: leave the queue. With
+ * an attempt nonce ('' for none) the owner also releases the hold that
+ * attempt may have taken without learning it (its reply was lost); a later
+ * hold of the same owner has another nonce and is left alone. Then, if the
+ * lock is free, wake whoever is first now. */
+static const char cancel_lua[] =
+    PRELUDE
+    "redis.call('LREM', KEYS[3], 0, ARGV[1])\n"
+    "redis.call('ZREM', KEYS[4], ARGV[1])\n"
+    "if ARGV[3] ~= '' then\n"
+    "  local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')\n"
+    "  if h[1] == ARGV[1] and h[2] == ARGV[3] then\n"
+    "    redis.call('DEL', KEYS[1])\n"
+    "  end\n"
+    "end\n"
+    "if redis.call('EXISTS', KEYS[1]) == 0 then wake_head(ARGV[2]) end\n"
+    "return 1\n";
+
+/* ARGV: channel. Administrative release: removes the lock whoever holds
+ * it and wakes the first waiter. Returns {owner, count, token} of what was
+ * removed, or nil if the lock was free. */
+static const char force_lua[] =
+    PRELUDE
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')\n"
+    "if not h[1] then return false end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "wake_head(ARGV[1])\n"
+    "return h\n";
+
+/* Read-only snapshot: {owner or '', count, token, pttl, last fencing
+ * token, live waiters}. */
+static const char status_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')\n"
+    "local waiting = 0\n"
+    "for _, w in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do\n"
+    "  local dl = redis.call('ZSCORE', KEYS[4], w)\n"
+    "  if dl and tonumber(dl) > now then waiting = waiting + 1 end\n"
+    "end\n"
+    "return {h[1] or '', h[2] or '0', h[3] or '0',\n"
+    "        redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0',\n"
+    "        waiting}\n";
+
+static const rlock__script_src scripts[RLOCK__S_COUNT] = {
+    [RLOCK__S_ACQUIRE] = {"acquire", acquire_lua},
+    [RLOCK__S_RELEASE] = {"release", release_lua},
+    [RLOCK__S_EXTEND] = {"extend", extend_lua},
+    [RLOCK__S_CANCEL] = {"cancel", cancel_lua},
+    [RLOCK__S_RENEW] = {"renew", renew_lua},
+    [RLOCK__S_FORCE] = {"force", force_lua},
+    [RLOCK__S_STATUS] = {"status", status_lua},
+};
+
+const rlock__script_src *rlock__script(enum rlock__script s)
+{
+    return &scripts[s];
+}

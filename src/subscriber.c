@@ -1,0 +1,270 @@
+/*
+ * The subscriber connection: one per client, shared by every waiting
+ * thread and every lock name of the client (a connection per waiter would
+ * multiply connections under load, the failure Redisson users report as
+ * "Unable to acquire subscription").
+ *
+ * A channel is subscribed the first time a mutex of that name has to wait
+ * and stays subscribed while that mutex exists, so a busy waiter pays for
+ * SUBSCRIBE once, not on every wait. Messages name the waiter to wake (its
+ * owner id); the background thread wakes just that thread.
+ *
+ * When the connection breaks, every waiter is woken at once: it retries,
+ * and waits with jittered backoff until the connection and its
+ * subscriptions are back, so a message lost in the outage costs one retry.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static rlock__sub *sub_find(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__sub *s;
+
+    for (s = c->subs; s; s = s->next)
+        if (s->channel_len == len && memcmp(s->channel, ch, len) == 0)
+            return s;
+    return NULL;
+}
+
+/* Wakes the waiters of one channel, or all of them (ch == NULL). */
+static void wake_waiters(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__waiter *w;
+
+    for (w = c->waiters; w; w = w->next) {
+        if (ch && (w->m->channel_len != len ||
+                   memcmp(w->m->channel, ch, len) != 0))
+            continue;
+        w->woken = 1;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+int rlock__sub_want(rlock_client *c, rlock_mutex *m)
+{
+    rlock__sub *s = sub_find(c, m->channel, m->channel_len);
+    int rc;
+
+    if (!m->subscribed) {
+        if (!s) {
+            s = calloc(1, sizeof *s);
+            if (!s || !(s->channel = malloc(m->channel_len))) {
+                free(s);
+                return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+            }
+            memcpy(s->channel, m->channel, m->channel_len);
+            s->channel_len = m->channel_len;
+            s->state = RLOCK__SUB_WANTED;
+            s->next = c->subs;
+            c->subs = s;
+        }
+        s->users++;
+        m->subscribed = 1;
+    }
+    if ((rc = rlock__bg_ensure(c)) != RLOCK_OK)
+        return rc;
+    if (s->state == RLOCK__SUB_WANTED)
+        rlock__bg_kick(c);
+    return s->state == RLOCK__SUB_ACTIVE && c->sub_up;
+}
+
+void rlock__sub_release(rlock_client *c, rlock_mutex *m)
+{
+    rlock__sub *s = sub_find(c, m->channel, m->channel_len);
+
+    m->subscribed = 0;
+    if (s && --s->users == 0)
+        rlock__bg_kick(c);
+}
+
+static void sub_remove(rlock_client *c, rlock__sub *s)
+{
+    rlock__sub **p;
+
+    for (p = &c->subs; *p; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            free(s->channel);
+            free(s);
+            return;
+        }
+    }
+}
+
+/* Forgets the connection; every subscription must be sent again. */
+static void sub_drop(rlock_client *c)
+{
+    rlock__sub *s, *next;
+
+    if (c->sub_ctx) {
+        redisFree(c->sub_ctx);
+        c->sub_ctx = NULL;
+    }
+    c->sub_up = 0;
+    for (s = c->subs; s; s = next) {
+        next = s->next;
+        if (s->users == 0)
+            sub_remove(c, s);
+        else
+            s->state = RLOCK__SUB_WANTED;
+    }
+    wake_waiters(c, NULL, 0);
+}
+
+void rlock__sub_step(rlock_client *c, int64_t *next)
+{
+    rlock__sub *s, *nexts;
+    int pending = 0, done = 0;
+
+    if (!c->subs) {
+        /* Nobody waits for anything: keep no idle connection open. */
+        if (c->sub_ctx)
+            sub_drop(c);
+        return;
+    }
+    if (!c->sub_ctx) {
+        redisContext *ctx = NULL;
+        int64_t now = rlock__now_ns();
+        int rc;
+
+        if (now < c->sub_retry_at) {
+            if (c->sub_retry_at < *next)
+                *next = c->sub_retry_at;
+            return;
+        }
+        pthread_mutex_unlock(&c->mu);
+        rc = rlock__connect(c, &ctx);
+        pthread_mutex_lock(&c->mu);
+        if (rc != RLOCK_OK) {
+            c->sub_retry_at = rlock__now_ns() +
+                           rlock__jitter(c->opts.backoff_min_ms,
+                                         c->opts.backoff_max_ms) *
+                               RLOCK__NS_PER_MS;
+            if (c->sub_retry_at < *next)
+                *next = c->sub_retry_at;
+            return;
+        }
+        c->sub_ctx = ctx;
+        c->sub_up = 1;
+        for (s = c->subs; s; s = s->next)
+            s->state = RLOCK__SUB_WANTED;
+    }
+    for (s = c->subs; s; s = nexts) {
+        const char *argv[2];
+        size_t lens[2];
+
+        nexts = s->next;
+        if (s->users == 0) {
+            if (s->state != RLOCK__SUB_WANTED) {
+                argv[0] = "UNSUBSCRIBE";
+                lens[0] = 11;
+                argv[1] = s->channel;
+                lens[1] = s->channel_len;
+                redisAppendCommandArgv(c->sub_ctx, 2, argv, lens);
+                pending = 1;
+            }
+            sub_remove(c, s);
+        } else if (s->state == RLOCK__SUB_WANTED) {
+            argv[0] = "SUBSCRIBE";
+            lens[0] = 9;
+            argv[1] = s->channel;
+            lens[1] = s->channel_len;
+            redisAppendCommandArgv(c->sub_ctx, 2, argv, lens);
+            s->state = RLOCK__SUB_SENT;
+            pending = 1;
+        }
+    }
+    /* A few dozen bytes into an idle socket's send buffer: this does not
+     * block in practice, and the socket's send timeout bounds it if it
+     * did. */
+    while (pending && !done) {
+        if (redisBufferWrite(c->sub_ctx, &done) != REDIS_OK) {
+            sub_drop(c);
+            return;
+        }
+    }
+}
+
+static int is_str(const redisReply *r, const char *s)
+{
+    return r->type == REDIS_REPLY_STRING && (size_t)r->len == strlen(s) &&
+           memcmp(r->str, s, (size_t)r->len) == 0;
+}
+
+static void handle(rlock_client *c, const redisReply *r)
+{
+    const redisReply *ch, *kind;
+    rlock__waiter *w;
+    rlock__sub *s;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+        return;
+    kind = r->element[0];
+    ch = r->element[1];
+    if (ch->type != REDIS_REPLY_STRING)
+        return;
+    if (is_str(kind, "message")) {
+        const redisReply *who = r->element[2];
+        if (who->type != REDIS_REPLY_STRING)
+            return;
+        for (w = c->waiters; w; w = w->next) {
+            if (w->owner_len == (size_t)who->len &&
+                memcmp(w->owner, who->str, w->owner_len) == 0 &&
+                w->m->channel_len == (size_t)ch->len &&
+                memcmp(w->m->channel, ch->str, (size_t)ch->len) == 0) {
+                w->woken = 1;
+                pthread_cond_signal(&w->cv);
+            }
+        }
+    } else if (is_str(kind, "subscribe")) {
+        s = sub_find(c, ch->str, (size_t)ch->len);
+        if (s && s->state == RLOCK__SUB_SENT) {
+            s->state = RLOCK__SUB_ACTIVE;
+            /* Waiters that were waiting for the subscription retry now:
+             * a release before this point sent no message they heard. */
+            wake_waiters(c, ch->str, (size_t)ch->len);
+        }
+    }
+}
+
+void rlock__sub_read(rlock_client *c)
+{
+    redisContext *ctx;
+    int failed;
+
+    /* Only this thread touches sub_ctx after creating it. */
+    pthread_mutex_lock(&c->mu);
+    ctx = c->sub_ctx;
+    pthread_mutex_unlock(&c->mu);
+    if (!ctx)
+        return;
+    failed = redisBufferRead(ctx) != REDIS_OK;
+    pthread_mutex_lock(&c->mu);
+    while (!failed) {
+        redisReply *r = NULL;
+        if (redisReaderGetReply(ctx->reader, (void **)&r) != REDIS_OK) {
+            failed = 1;
+            break;
+        }
+        if (!r)
+            break;
+        handle(c, r);
+        freeReplyObject(r);
+    }
+    if (failed) {
+        sub_drop(c);
+        c->sub_retry_at = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rlock__sub_shutdown(rlock_client *c)
+{
+    if (c->sub_ctx) {
+        redisFree(c->sub_ctx);
+        c->sub_ctx = NULL;
+    }
+    c->sub_up = 0;
+}

@@ -1,0 +1,233 @@
+/*
+ * Redis URLs.
+ *
+ *   redis://[user[:password]@]host[:port][/db]
+ *   unix://[user[:password]@]/path/to/socket[?db=N]
+ *
+ * A malformed URL is refused with a message that says which part is wrong,
+ * before anything touches the network. The password never appears in a
+ * message (rlock__url_describe leaves it out).
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Copies [s, s+len) percent-decoded into a new string; NULL on error. */
+static char *decode(const char *s, size_t len, int *err)
+{
+    char *out = malloc(len + 1);
+    size_t i, o = 0;
+
+    if (!out) {
+        *err = RLOCK_ENOMEM;
+        return NULL;
+    }
+    for (i = 0; i < len; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= len || hexval(s[i + 1]) < 0 ||
+                hexval(s[i + 2]) < 0) {
+                free(out);
+                *err = RLOCK_EINVAL;
+                return NULL;
+            }
+            out[o] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            if (out[o] == '\0') {
+                free(out);
+                *err = RLOCK_EINVAL;
+                return NULL;
+            }
+            o++;
+            i += 2;
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Parses a decimal number in [lo, hi] from exactly [s, s+len). */
+static int parse_int(const char *s, size_t len, long lo, long hi, int *out)
+{
+    long v = 0;
+    size_t i;
+
+    if (len == 0 || len > 10)
+        return -1;
+    for (i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int bad(const char *what)
+{
+    return rlock__fail(NULL, RLOCK_EINVAL, "malformed Redis URL: %s", what);
+}
+
+/* user[:password] in [s, s+len) */
+static int parse_userinfo(const char *s, size_t len, rlock__url *u)
+{
+    const char *colon = memchr(s, ':', len);
+    int err = RLOCK_OK;
+
+    if (!colon)
+        return bad("a user name needs a password (user:password@)");
+    if (colon > s) {
+        u->user = decode(s, (size_t)(colon - s), &err);
+        if (!u->user)
+            return err == RLOCK_ENOMEM ? rlock__fail(NULL, err, "out of memory")
+                                       : bad("bad %-escape in the user name");
+    }
+    u->password = decode(colon + 1, len - (size_t)(colon + 1 - s), &err);
+    if (!u->password)
+        return err == RLOCK_ENOMEM ? rlock__fail(NULL, err, "out of memory")
+                                   : bad("bad %-escape in the password");
+    if (u->password[0] == '\0')
+        return bad("empty password");
+    return RLOCK_OK;
+}
+
+static int parse_tcp(const char *s, rlock__url *u)
+{
+    const char *slash = strchr(s, '/');
+    const char *end = slash ? slash : s + strlen(s);
+    const char *at = NULL, *p, *host, *host_end, *port = NULL;
+    int rc;
+
+    if (strpbrk(s, "?#"))
+        return bad("query strings are not supported in redis:// URLs");
+    for (p = s; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (at) {
+        if ((rc = parse_userinfo(s, (size_t)(at - s), u)) != RLOCK_OK)
+            return rc;
+        host = at + 1;
+    } else {
+        host = s;
+    }
+    if (*host == '[') {
+        host_end = memchr(host, ']', (size_t)(end - host));
+        if (!host_end)
+            return bad("missing ']' after an IPv6 address");
+        host++;
+        p = host_end + 1;
+    } else {
+        host_end = memchr(host, ':', (size_t)(end - host));
+        if (!host_end)
+            host_end = end;
+        p = host_end;
+    }
+    if (host_end == host)
+        return bad("missing host");
+    if (p < end) {
+        if (*p != ':')
+            return bad("junk after the host");
+        port = p + 1;
+        if (parse_int(port, (size_t)(end - port), 1, 65535, &u->port) != 0)
+            return bad("port must be a number from 1 to 65535");
+    } else {
+        u->port = 6379;
+    }
+    u->host = strndup(host, (size_t)(host_end - host));
+    if (!u->host)
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    if (slash && slash[1] != '\0' &&
+        parse_int(slash + 1, strlen(slash + 1), 0, INT_MAX, &u->db) != 0)
+        return bad("database must be a non-negative number (/N)");
+    return RLOCK_OK;
+}
+
+static int parse_unix(const char *s, rlock__url *u)
+{
+    const char *path = s, *query;
+    size_t path_len;
+    int rc;
+
+    if (*s != '/') {
+        const char *at = strchr(s, '@');
+        if (!at || at[1] != '/')
+            return bad("unix:// needs an absolute socket path");
+        if ((rc = parse_userinfo(s, (size_t)(at - s), u)) != RLOCK_OK)
+            return rc;
+        path = at + 1;
+    }
+    query = strchr(path, '?');
+    path_len = query ? (size_t)(query - path) : strlen(path);
+    if (path_len < 2)
+        return bad("missing socket path");
+    if (path_len >= 108)
+        return bad("socket path longer than 107 bytes");
+    if (query) {
+        if (strncmp(query, "?db=", 4) != 0 ||
+            parse_int(query + 4, strlen(query + 4), 0, INT_MAX, &u->db) != 0)
+            return bad("the only query parameter is db=N");
+    }
+    u->path = strndup(path, path_len);
+    if (!u->path)
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    return RLOCK_OK;
+}
+
+int rlock__url_parse(const char *url, rlock__url *u)
+{
+    int rc;
+
+    memset(u, 0, sizeof *u);
+    if (!url)
+        return bad("NULL");
+    if (strncmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(url + 8, u);
+    else if (strncmp(url, "unix://", 7) == 0)
+        rc = parse_unix(url + 7, u);
+    else if (strncmp(url, "rediss://", 9) == 0)
+        rc = bad("TLS (rediss://) is not supported");
+    else
+        rc = bad("must start with redis:// or unix://");
+    if (rc != RLOCK_OK)
+        rlock__url_free(u);
+    return rc;
+}
+
+void rlock__url_free(rlock__url *u)
+{
+    free(u->host);
+    free(u->path);
+    free(u->user);
+    if (u->password) {
+        memset(u->password, 0, strlen(u->password));
+        free(u->password);
+    }
+    memset(u, 0, sizeof *u);
+}
+
+void rlock__url_describe(const rlock__url *u, char *buf, size_t len)
+{
+    if (u->path)
+        snprintf(buf, len, "unix:%s", u->path);
+    else if (strchr(u->host, ':'))
+        snprintf(buf, len, "[%s]:%d", u->host, u->port);
+    else
+        snprintf(buf, len, "%s:%d", u->host, u->port);
+}

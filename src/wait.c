@@ -1,0 +1,170 @@
+/*
+ * Waiting for a lock.
+ *
+ * A waiter joins the lock's queue in Redis with its first attempt (arrival
+ * order is decided by Redis, not by who retries fastest) and then sleeps
+ * on its own condition variable until one of:
+ *  - the background thread saw a wake message naming this waiter: the
+ *    releasing script publishes the first live waiter's owner id on the
+ *    lock's channel when it frees the lock;
+ *  - the current lease or the head waiter's place runs out (the hint the
+ *    acquire script returned): a holder that crashed, or a message that
+ *    was lost, never strands a waiter longer than that;
+ *  - a third of waiter_ttl_ms passed: the waiter must refresh its place in
+ *    the queue or it will be dropped as dead;
+ *  - the deadline of timedlock.
+ * Then it tries again; the acquire script re-checks everything, so a
+ * spurious wake costs one round trip and is never wrong.
+ *
+ * No missed wake-ups: the waiter is registered (and its "woken" flag
+ * cleared) before each attempt, and the subscription to the lock's channel
+ * is confirmed by Redis before the attempt whose failure the waiter sleeps
+ * on. A release that happens after that attempt publishes a message that
+ * reaches the background thread, which sets the flag even if the waiter
+ * has not started sleeping yet.
+ *
+ * Without pub/sub (use_pubsub = 0, or while the subscriber connection is
+ * down) the sleep is a random delay in [backoff_min_ms, backoff_max_ms],
+ * so that many waiters do not retry in step.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static void register_waiter(rlock_client *c, rlock__waiter *w,
+                            const rlock_mutex *m)
+{
+    pthread_condattr_t ca;
+
+    memset(w, 0, sizeof *w);
+    w->m = m;
+    w->owner_len = rlock__owner(c, rlock__thread_number(), w->owner);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&c->mu);
+    w->next = c->waiters;
+    c->waiters = w;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void unregister_waiter(rlock_client *c, rlock__waiter *w)
+{
+    rlock__waiter **p;
+
+    pthread_mutex_lock(&c->mu);
+    for (p = &c->waiters; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+static struct timespec ns_to_ts(int64_t ns)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    return ts;
+}
+
+int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
+{
+    rlock_client *c = m->c;
+    rlock__waiter w;
+    int64_t keepalive_ms = c->opts.waiter_ttl_ms / 3;
+    int rc, attempted = 0, waited_for_sub = 0;
+
+    register_waiter(c, &w, m);
+    for (;;) {
+        int64_t hint_ms = -1, sleep_ms, now, until;
+        int subscribed = 0;
+        struct timespec ts;
+
+        pthread_mutex_lock(&c->mu);
+        w.woken = 0;
+        /* The first attempt needs no subscription unless the mutex has one
+         * already: an uncontended lock costs one round trip and no
+         * subscriber connection. */
+        if (c->opts.use_pubsub && (attempted || m->subscribed)) {
+            rc = rlock__sub_want(c, m);
+            if (rc < 0) {
+                pthread_mutex_unlock(&c->mu);
+                break;
+            }
+            subscribed = rc;
+            if (!subscribed && attempted && !waited_for_sub) {
+                /* First contention on this mutex: let Redis confirm the
+                 * subscription before the attempt we will sleep on. Not
+                 * for long: without pub/sub we back off instead. */
+                int64_t lim = rlock__now_ns() +
+                              c->opts.backoff_max_ms * RLOCK__NS_PER_MS;
+                if (!forever && lim > deadline_ns)
+                    lim = deadline_ns;
+                ts = ns_to_ts(lim);
+                waited_for_sub = 1;
+                while (!w.woken && rlock__now_ns() < lim)
+                    pthread_cond_timedwait(&w.cv, &c->mu, &ts);
+                subscribed = rlock__sub_want(c, m) > 0;
+                w.woken = 0;
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+
+        rc = rlock__try_acquire(m, 'w', &hint_ms);
+        attempted = 1;
+        if (rc != RLOCK_EBUSY)
+            break;
+
+        now = rlock__now_ns();
+        if (!forever && now >= deadline_ns) {
+            rc = rlock__fail(c, RLOCK_ETIMEDOUT,
+                             "lock not obtained within the wait");
+            break;
+        }
+        if (c->opts.use_pubsub && !subscribed && !waited_for_sub)
+            continue; /* subscribe now, then try again before sleeping */
+        if (subscribed) {
+            /* Sleep until told; wake on our own when the lease or the
+             * head's place ends, or to refresh our place. */
+            sleep_ms = hint_ms >= 0 ? hint_ms + 1 : keepalive_ms;
+        } else {
+            sleep_ms = rlock__jitter(c->opts.backoff_min_ms,
+                                     c->opts.backoff_max_ms);
+            if (hint_ms >= 0 && hint_ms + 1 < sleep_ms)
+                sleep_ms = hint_ms + 1;
+        }
+        if (sleep_ms > keepalive_ms)
+            sleep_ms = keepalive_ms;
+        until = now + sleep_ms * RLOCK__NS_PER_MS;
+        if (!forever && until > deadline_ns)
+            until = deadline_ns;
+        ts = ns_to_ts(until);
+        pthread_mutex_lock(&c->mu);
+        while (!w.woken && rlock__now_ns() < until)
+            pthread_cond_timedwait(&w.cv, &c->mu, &ts);
+        pthread_mutex_unlock(&c->mu);
+    }
+    unregister_waiter(c, &w);
+    if (rc == RLOCK_ETIMEDOUT) {
+        /* Leave no trace: a waiter that gives up must not hold up those
+         * queued behind it, and when this call returns its place is gone.
+         * Keep the detail of the timeout, not of the cancel. */
+        char owner[RLOCK__OWNER_MAX];
+        rlock__owner(c, rlock__thread_number(), owner);
+        if (rlock__cancel_now(c, m->keys, m->key_lens, m->channel,
+                              m->channel_len, owner, "") != RLOCK_OK)
+            rlock__defer_cancel(m, 0);
+        rlock__fail(c, rc, "lock not obtained within the wait");
+    } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL) {
+        rlock__defer_cancel(m, 0);
+    }
+    return rc;
+}

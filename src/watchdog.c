@@ -1,0 +1,202 @@
+/*
+ * Lease timers, run by the background thread.
+ *
+ * Watchdog holds (lease_ms = 0) are renewed every third of their lease.
+ * All renewals that are due, or will be within a quarter of that period,
+ * go to Redis in one script call: one round trip per tick however many
+ * locks the client holds. A renewal checks owner and token, so it can never
+ * revive a lock that was released or taken by someone else.
+ *
+ * A hold whose lease end passes without a successful renewal (Redis
+ * unreachable, the renewal cap reached, a fixed lease never extended) is
+ * lost, and so is one that a renewal finds gone. A lost hold gets its
+ * on_lost callback exactly once, from this thread, and its next unlock or
+ * extend returns RLOCK_ELOST.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Most holds renewed by one script call. */
+#define RENEW_BATCH 1000
+
+typedef struct {
+    uint64_t serial;
+    int64_t lease_ms;
+    char *key;
+    size_t key_len;
+    char owner[RLOCK__OWNER_MAX];
+    char token[24];
+    char lease[24];
+} renewal;
+
+static int64_t period_ns(const rlock__hold *h)
+{
+    return h->lease_ms * RLOCK__NS_PER_MS / 3;
+}
+
+static int may_renew(const rlock__hold *h)
+{
+    return h->watchdog && !h->lost && !h->renewing && !h->releasing &&
+           (h->m->opts.max_renewals == 0 ||
+            h->renewals < h->m->opts.max_renewals);
+}
+
+static void mark_lost(rlock__hold *h)
+{
+    if (!h->lost) {
+        h->lost = 1;
+        h->notify = 1;
+    }
+}
+
+/* Sends one batch; mu is released meanwhile. */
+static void renew_batch(rlock_client *c, renewal *rn, int n)
+{
+    const char **keys = malloc(sizeof *keys * (size_t)n);
+    size_t *key_lens = malloc(sizeof *key_lens * (size_t)n);
+    const char **args = malloc(sizeof *args * (size_t)n * 3);
+    size_t *arg_lens = malloc(sizeof *arg_lens * (size_t)n * 3);
+    redisReply *r = NULL;
+    int64_t t_send;
+    int i, rc = RLOCK_ENOMEM;
+
+    pthread_mutex_unlock(&c->mu);
+    t_send = rlock__now_ns();
+    if (keys && key_lens && args && arg_lens) {
+        for (i = 0; i < n; i++) {
+            keys[i] = rn[i].key;
+            key_lens[i] = rn[i].key_len;
+            args[3 * i] = rn[i].owner;
+            arg_lens[3 * i] = strlen(rn[i].owner);
+            args[3 * i + 1] = rn[i].token;
+            arg_lens[3 * i + 1] = strlen(rn[i].token);
+            args[3 * i + 2] = rn[i].lease;
+            arg_lens[3 * i + 2] = strlen(rn[i].lease);
+        }
+        rc = rlock__eval(c, RLOCK__S_RENEW, &r, n, keys, key_lens, 3 * n,
+                         args, arg_lens);
+        if (rc == RLOCK_OK && (r->type != REDIS_REPLY_ARRAY ||
+                               r->elements != (size_t)n)) {
+            rc = RLOCK_EPROTO;
+        }
+    }
+    free(keys);
+    free(key_lens);
+    free(args);
+    free(arg_lens);
+    pthread_mutex_lock(&c->mu);
+
+    for (i = 0; i < n; i++) {
+        rlock__hold *h = rlock__hold_by_serial(c, rn[i].serial);
+        if (!h)
+            continue; /* unlocked or freed meanwhile */
+        h->renewing = 0;
+        if (rc != RLOCK_OK) {
+            /* Try again soon; the lease end decides when to give up. */
+            int64_t retry = period_ns(h) / 10;
+            if (retry < 10 * RLOCK__NS_PER_MS)
+                retry = 10 * RLOCK__NS_PER_MS;
+            h->renew_at = rlock__now_ns() + retry;
+        } else if (r->element[i]->type == REDIS_REPLY_INTEGER &&
+                   r->element[i]->integer == 1) {
+            h->valid_until = t_send + h->lease_ms * RLOCK__NS_PER_MS;
+            h->renewals++;
+            h->renew_at = t_send + period_ns(h);
+        } else if (!h->releasing) {
+            mark_lost(h);
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+}
+
+static void renew_due(rlock_client *c)
+{
+    renewal *rn = NULL;
+    rlock__hold *h;
+    int n = 0, cap = 0;
+    int64_t now = rlock__now_ns();
+
+    for (h = c->holds; h && n < RENEW_BATCH; h = h->next) {
+        if (!may_renew(h) || h->renew_at > now + period_ns(h) / 4)
+            continue;
+        if (n == cap) {
+            renewal *bigger;
+            cap = cap ? cap * 2 : 16;
+            bigger = realloc(rn, sizeof *rn * (size_t)cap);
+            if (!bigger)
+                break;
+            rn = bigger;
+        }
+        /* Copy what the request needs: the mutex may be freed while mu is
+         * released for the round trip. */
+        rn[n].key = malloc(h->m->key_lens[RLOCK__K_LOCK]);
+        if (!rn[n].key)
+            break;
+        memcpy(rn[n].key, h->m->keys[RLOCK__K_LOCK],
+               h->m->key_lens[RLOCK__K_LOCK]);
+        rn[n].key_len = h->m->key_lens[RLOCK__K_LOCK];
+        rn[n].serial = h->serial;
+        rn[n].lease_ms = h->lease_ms;
+        rlock__owner(c, h->thread, rn[n].owner);
+        snprintf(rn[n].token, sizeof rn[n].token, "%" PRIu64, h->token);
+        snprintf(rn[n].lease, sizeof rn[n].lease, "%" PRId64, h->lease_ms);
+        h->renewing = 1;
+        n++;
+    }
+    if (n > 0)
+        renew_batch(c, rn, n);
+    while (n-- > 0)
+        free(rn[n].key);
+    free(rn);
+}
+
+/* Calls pending on_lost callbacks one at a time, mu released around each;
+ * rlock_mutex_free waits for a callback on its mutex to finish. */
+static void notify_lost(rlock_client *c)
+{
+    for (;;) {
+        rlock__hold *h;
+        rlock_mutex *m;
+
+        for (h = c->holds; h && !h->notify; h = h->next)
+            ;
+        if (!h)
+            return;
+        h->notify = 0;
+        m = h->m;
+        if (!m->opts.on_lost)
+            continue;
+        c->in_callback = m;
+        pthread_mutex_unlock(&c->mu);
+        m->opts.on_lost(m, m->opts.on_lost_arg);
+        pthread_mutex_lock(&c->mu);
+        c->in_callback = NULL;
+        pthread_cond_broadcast(&c->callback_cv);
+    }
+}
+
+void rlock__watchdog_step(rlock_client *c, int64_t *next)
+{
+    rlock__hold *h;
+    int64_t now = rlock__now_ns();
+
+    for (h = c->holds; h; h = h->next)
+        if (!h->lost && !h->releasing && !h->renewing &&
+            h->valid_until <= now)
+            mark_lost(h);
+    renew_due(c);
+    notify_lost(c);
+    for (h = c->holds; h; h = h->next) {
+        if (h->lost || h->releasing)
+            continue;
+        if (h->valid_until < *next)
+            *next = h->valid_until;
+        if (may_renew(h) && h->renew_at < *next)
+            *next = h->renew_at;
+    }
+}

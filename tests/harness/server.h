@@ -1,0 +1,62 @@
+/*
+ * Real redis-server processes for tests.
+ *
+ * Each server runs from the system's redis-server binary on a free loopback
+ * port and a unix socket, in a fresh temporary directory, without
+ * persistence. Servers are always stopped: at exit, on fatal signals, and -
+ * should the test process be killed outright - by the kernel, because each
+ * server is started with PR_SET_PDEATHSIG.
+ */
+#ifndef RLOCK_TEST_SERVER_H
+#define RLOCK_TEST_SERVER_H
+
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct rt_server rt_server;
+
+typedef struct rt_server_opts {
+    const char *password;   /* requirepass, or NULL */
+    int cluster_enabled;    /* start as a (slot-less) cluster node */
+    const char *extra[16];  /* more "--name value" arguments, NULL-ended */
+} rt_server_opts;
+
+/* Starts a server and waits until it answers PING; fails the test if it
+ * cannot. opts may be NULL. */
+rt_server *rt_server_start(const rt_server_opts *opts);
+/* Stops it (SIGKILL if SIGTERM is not enough) and removes its files. */
+void rt_server_stop(rt_server *s);
+
+void rt_server_pause(rt_server *s);   /* SIGSTOP */
+void rt_server_resume(rt_server *s);  /* SIGCONT */
+void rt_server_kill(rt_server *s);    /* SIGKILL, reaped; files kept */
+/* Starts it again on the same port and directory (after kill, or running:
+ * it is killed first). Data is gone: there is no persistence. */
+void rt_server_restart(rt_server *s);
+
+int rt_server_port(const rt_server *s);
+const char *rt_server_url(const rt_server *s);      /* redis://127.0.0.1:N */
+const char *rt_server_unix_url(const rt_server *s); /* unix:///.../sock */
+const char *rt_server_socket(const rt_server *s);
+const char *rt_server_dir(const rt_server *s);
+
+/* A raw hiredis connection for checking what is in Redis (authenticated
+ * if the server has a password). Cached; reconnects after restart. */
+redisContext *rt_server_ctx(rt_server *s);
+/* Runs a command on rt_server_ctx(s); fails the test on I/O error. The
+ * caller frees the reply. */
+redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
+/* Integer reply of a command, failing the test on any other reply. */
+long long rt_cmd_int(rt_server *s, const char *fmt, ...);
+/* Reads one INFO field as a number (e.g. "total_commands_processed"). */
+long long rt_info_field(rt_server *s, const char *section, const char *field);
+
+/* Calls of one command since the last CONFIG RESETSTAT (0 if none). */
+long long rt_cmdstat_calls(rt_server *s, const char *cmd);
+
+/* Commands run since the last CONFIG RESETSTAT, other than the harness's
+ * own INFO, CONFIG RESETSTAT and PING. */
+long long rt_commands_from_clients(rt_server *s);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * A small test framework in libuv's manner: each test is a function
+ * registered in tests/list.h, run in its own process by the runner, and
+ * driven by CTest. A failed CHECK prints where and why and exits 1; the
+ * harness then stops every server the test started.
+ */
+#ifndef RLOCK_TEST_TEST_H
+#define RLOCK_TEST_TEST_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <rlock/rlock.h>
+
+#include "server.h"
+
+#define TEST(name)                                                             \
+    void test_##name(void);                                                    \
+    void test_##name(void)
+
+void rt_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            rt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);            \
+    } while (0)
+
+#define CHECK_INT(a, op, b)                                                    \
+    do {                                                                       \
+        long long a_ = (long long)(a), b_ = (long long)(b);                    \
+        if (!(a_ op b_))                                                       \
+            rt_fail(__FILE__, __LINE__, "%s %s %s failed: %lld vs %lld", #a,   \
+                    #op, #b, a_, b_);                                          \
+    } while (0)
+
+/* Checks an rlock return code, naming both codes on failure. */
+#define CHECK_RC(expr, want)                                                   \
+    do {                                                                       \
+        int got_ = (expr), want_ = (want);                                     \
+        if (got_ != want_)                                                     \
+            rt_fail(__FILE__, __LINE__, "%s returned %d (%s), want %d (%s)",   \
+                    #expr, got_, rlock_strerror(got_), want_,                  \
+                    rlock_strerror(want_));                                    \
+    } while (0)
+
+/* Helpers shared by the tests (harness/util.c). */
+int64_t rt_now_ms(void);
+void rt_sleep_ms(int64_t ms);
+/* Opens a client on url with opts (NULL: defaults), failing the test if it
+ * cannot. */
+rlock_client *rt_client(const char *url, const rlock_client_opts *opts);
+rlock_mutex *rt_mutex(rlock_client *c, const char *name,
+                      const rlock_mutex_opts *opts);
+/* Forks a child that runs fn(arg) and exits with its result. */
+pid_t rt_fork(int (*fn)(void *arg), void *arg);
+/* Waits for a child and returns its exit status (128+N if killed by N). */
+int rt_wait(pid_t pid);
+
+#endif

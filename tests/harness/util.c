@@ -1,0 +1,91 @@
+/*
+ * The test runner's helpers: failing a test, time, clients, children.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+
+void rt_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    exit(1);
+}
+
+int64_t rt_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rt_sleep_ms(int64_t ms)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+rlock_client *rt_client(const char *url, const rlock_client_opts *opts)
+{
+    int err = 0;
+    rlock_client *c = rlock_client_open(url, opts, &err);
+
+    if (!c)
+        rt_fail(__FILE__, __LINE__, "rlock_client_open(%s): %s: %s", url,
+                rlock_strerror(err), rlock_client_errmsg(NULL));
+    return c;
+}
+
+rlock_mutex *rt_mutex(rlock_client *c, const char *name,
+                      const rlock_mutex_opts *opts)
+{
+    int err = 0;
+    rlock_mutex *m = rlock_mutex_new(c, name, opts, &err);
+
+    if (!m)
+        rt_fail(__FILE__, __LINE__, "rlock_mutex_new(%s): %s", name,
+                rlock_strerror(err));
+    return m;
+}
+
+pid_t rt_fork(int (*fn)(void *arg), void *arg)
+{
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        rt_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0)
+        _exit(fn(arg));
+    return pid;
+}
+
+int rt_wait(pid_t pid)
+{
+    int status;
+
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            rt_fail(__FILE__, __LINE__, "waitpid: %s", strerror(errno));
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}

@@ -1,0 +1,484 @@
+/*
+ * What a lock promises, checked against a real Redis: mutual exclusion,
+ * re-entry, owner-only release and extend, fencing tokens, expiry of every
+ * key, script reloading, binary names in one hash slot, WRONGTYPE, fork.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/test.h"
+
+TEST(two_clients_exclude_each_other)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma = rt_mutex(a, "job", NULL), *mb = rt_mutex(b, "job", NULL);
+
+    CHECK_RC(rlock_mutex_trylock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(mb), RLOCK_EBUSY);
+    CHECK_RC(rlock_mutex_timedlock(mb, 0), RLOCK_ETIMEDOUT);
+    CHECK_RC(rlock_mutex_timedlock(mb, 100), RLOCK_ETIMEDOUT);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:job}"), ==, 0);
+    CHECK_RC(rlock_mutex_trylock(mb), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(ma), RLOCK_EBUSY);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(reentry_counts_holds_and_releases_at_zero)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_client *other = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "deep", NULL);
+    rlock_mutex *same_name = rt_mutex(c, "deep", NULL);
+    rlock_mutex *mo = rt_mutex(other, "deep", NULL);
+    uint64_t token;
+    int i;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    token = rlock_mutex_token(m);
+    CHECK(token > 0);
+    for (i = 2; i <= 10; i++) {
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, i);
+        CHECK(rlock_mutex_token(m) == token); /* a re-entry keeps the token */
+    }
+    /* Another handle on the same name, same thread: the same owner. */
+    CHECK_RC(rlock_mutex_trylock(same_name), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, 11);
+    CHECK_RC(rlock_mutex_unlock(same_name), RLOCK_OK);
+    for (i = 9; i >= 1; i--) {
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, i);
+        CHECK_RC(rlock_mutex_trylock(mo), RLOCK_EBUSY);
+    }
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:deep}"), ==, 0);
+    CHECK(rlock_mutex_token(m) == 0);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ENOTOWNER);
+    CHECK_RC(rlock_mutex_trylock(mo), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(mo), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_mutex_free(same_name);
+    rlock_mutex_free(mo);
+    rlock_client_close(c);
+    rlock_client_close(other);
+    rt_server_stop(s);
+}
+
+struct thread_try {
+    rlock_mutex *m;
+    int trylock_rc, unlock_rc;
+    uint64_t token;
+};
+
+static void *other_thread(void *arg)
+{
+    struct thread_try *t = arg;
+
+    t->unlock_rc = rlock_mutex_unlock(t->m);
+    t->token = rlock_mutex_token(t->m);
+    t->trylock_rc = rlock_mutex_trylock(t->m);
+    return NULL;
+}
+
+TEST(threads_of_one_client_are_different_owners)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "per-thread", NULL);
+    struct thread_try t = {m, 0, 0, 99};
+    pthread_t th;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    pthread_create(&th, NULL, other_thread, &t);
+    pthread_join(th, NULL);
+    CHECK_RC(t.unlock_rc, RLOCK_ENOTOWNER);
+    CHECK(t.token == 0);
+    CHECK_RC(t.trylock_rc, RLOCK_EBUSY);
+    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:per-thread} count 0"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(non_owner_release_and_extend_never_touch_the_owners_lock)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *ma, *mb;
+    redisReply *before, *after;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 200;
+    ma = rt_mutex(a, "mine", &o);
+    mb = rt_mutex(b, "mine", NULL);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    before = rt_cmd(s, "HGETALL {rlock:mine}");
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_ENOTOWNER);
+    CHECK_RC(rlock_mutex_extend(mb, 60000), RLOCK_ENOTOWNER);
+    after = rt_cmd(s, "HGETALL {rlock:mine}");
+    CHECK(before->elements == after->elements && before->elements == 8);
+    freeReplyObject(before);
+    freeReplyObject(after);
+
+    /* Stale holder: a's lease runs out and b takes the lock. a's release
+     * and extend report the loss and leave b's lock alone. */
+    rt_sleep_ms(300);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:mine}"), ==, 0);
+    CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
+    CHECK_RC(rlock_mutex_extend(ma, 60000), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ENOTOWNER); /* forgotten */
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:mine}"), <=, 30000);
+    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:mine} count 0"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(unlock_after_expiry_and_takeover_reports_lost)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *ma, *mb;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 100;
+    ma = rt_mutex(a, "stale", &o);
+    mb = rt_mutex(b, "stale", NULL);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_sleep_ms(200);
+    CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    CHECK(strstr(rlock_client_errmsg(a), "nothing was released") != NULL ||
+          strstr(rlock_client_errmsg(a), "lost") != NULL);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:stale}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(extend_never_recreates_an_expired_lock)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *m;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 300;
+    m = rt_mutex(c, "short", &o);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_extend(m, 5000), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:short}"), >, 4000);
+    CHECK_RC(rlock_mutex_extend(m, 100), RLOCK_OK);
+    rt_sleep_ms(250);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:short}"), ==, 0);
+    CHECK_RC(rlock_mutex_extend(m, 5000), RLOCK_ELOST);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:short}"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(fencing_tokens_increase_after_expiry_and_delete)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *ma, *mb;
+    uint64_t last = 0, t;
+    int i;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 100;
+    ma = rt_mutex(a, "fenced", &o);
+    mb = rt_mutex(b, "fenced", &o);
+    for (i = 0; i < 5; i++) {
+        rlock_mutex *m = i % 2 ? mb : ma;
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        t = rlock_mutex_token(m);
+        CHECK(t > last);
+        last = t;
+        switch (i) {
+        case 0: CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK); break;
+        case 1: rt_sleep_ms(150); break; /* expires */
+        case 2: CHECK_INT(rt_cmd_int(s, "DEL {rlock:fenced}"), ==, 1); break;
+        default: CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK); break;
+        }
+    }
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(every_key_expires_except_the_fencing_counter)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *ma, *mb;
+    redisReply *keys;
+    size_t i;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 10000;
+    ma = rt_mutex(a, "ttl", &o);
+    mb = rt_mutex(b, "ttl", NULL);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_timedlock(mb, 50), RLOCK_ETIMEDOUT);
+    /* A waiter that died without cancelling leaves a queue place behind;
+     * make one by hand the way a waiter enqueues. */
+    freeReplyObject(rt_cmd(s, "RPUSH {rlock:ttl}:queue ghost"));
+    freeReplyObject(rt_cmd(s, "ZADD {rlock:ttl}:qttl 1 ghost"));
+    freeReplyObject(rt_cmd(s, "PEXPIRE {rlock:ttl}:queue 6000"));
+    freeReplyObject(rt_cmd(s, "PEXPIRE {rlock:ttl}:qttl 6000"));
+    CHECK_RC(rlock_mutex_timedlock(mb, 0), RLOCK_ETIMEDOUT);
+
+    keys = rt_cmd(s, "KEYS *");
+    CHECK(keys->elements >= 2);
+    for (i = 0; i < keys->elements; i++) {
+        const char *k = keys->element[i]->str;
+        long long ttl = rt_cmd_int(s, "PTTL %s", k);
+        if (strcmp(k, "{rlock:ttl}:fence") == 0)
+            CHECK_INT(ttl, ==, -1);
+        else if (ttl < 0)
+            rt_fail(__FILE__, __LINE__, "key %s has no expiry", k);
+    }
+    freeReplyObject(keys);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(scripts_reload_after_script_flush_and_restart)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "flush", NULL);
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "SCRIPT FLUSH"));
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK); /* re-entry: acquire script */
+    freeReplyObject(rt_cmd(s, "SCRIPT FLUSH"));
+    CHECK_RC(rlock_mutex_extend(m, 20000), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "SCRIPT FLUSH"));
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "SCRIPT FLUSH"));
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:flush}"), ==, 0);
+    /* Each call after a flush found no script and sent its body. */
+    CHECK_INT(rt_cmdstat_calls(s, "eval"), ==, 4);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(uncontended_acquire_and_release_are_one_round_trip_each)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "cheap", NULL);
+    int i;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK); /* warm the pool */
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    for (i = 0; i < 10; i++) {
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    }
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 20);
+    CHECK_INT(rt_cmdstat_calls(s, "eval"), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "script|load"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(binary_names_share_one_cluster_slot)
+{
+    /* A cluster node without slots computes key slots (CLUSTER KEYSLOT);
+     * a plain server holds the locks. */
+    rt_server_opts so = {.cluster_enabled = 1};
+    rt_server *cluster = rt_server_start(&so);
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    static const char *suffix[] = {"", ":fence", ":queue", ":qttl", ":wake"};
+    static const struct {
+        const char *name;
+        size_t len;
+    } names[] = {
+        {"plain", 5},           {"}starts-with-brace", 18},
+        {"a{b}c", 5},           {"{already}", 9},
+        {"x}", 2},              {"nul\0l{}\xff", 8},
+    };
+    size_t i, k;
+
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int err;
+        rlock_mutex *m = rlock_mutex_new_len(c, names[i].name, names[i].len,
+                                             NULL, &err);
+        long long slot0 = -1;
+        char key[64];
+        size_t base;
+
+        CHECK(m != NULL);
+        memcpy(key, "{rlock:", 7);
+        memcpy(key + 7, names[i].name, names[i].len);
+        base = 7 + names[i].len;
+        key[base++] = '}';
+        for (k = 0; k < sizeof suffix / sizeof suffix[0]; k++) {
+            size_t n = strlen(suffix[k]);
+            long long slot;
+            memcpy(key + base, suffix[k], n);
+            slot = rt_cmd_int(cluster, "CLUSTER KEYSLOT %b", key, base + n);
+            if (k == 0)
+                slot0 = slot;
+            CHECK_INT(slot, ==, slot0);
+        }
+        /* The name really locks, NUL byte and all. */
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(s, "EXISTS %b", key, base), ==, 1);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        rlock_mutex_free(m);
+    }
+    rlock_client_close(c);
+    rt_server_stop(s);
+    rt_server_stop(cluster);
+}
+
+TEST(wrong_type_under_the_name_is_reported_and_unchanged)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "typed", NULL);
+    redisReply *r;
+
+    freeReplyObject(rt_cmd(s, "SET {rlock:typed} not-a-lock"));
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EREDIS);
+    CHECK(strstr(rlock_client_errmsg(c), "WRONGTYPE") != NULL);
+    CHECK_RC(rlock_mutex_timedlock(m, 100), RLOCK_EREDIS);
+    CHECK(strstr(rlock_client_errmsg(c), "WRONGTYPE") != NULL);
+    r = rt_cmd(s, "GET {rlock:typed}");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "not-a-lock") == 0);
+    freeReplyObject(r);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:typed}"), ==, -1);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:typed}:fence"), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:typed}:queue"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+struct fork_ctx {
+    rlock_mutex *m;
+    char parent_owner[128];
+};
+
+static int child_after_fork(void *arg)
+{
+    struct fork_ctx *f = arg;
+
+    /* The child is a new owner: no re-entry into the parent's hold, no
+     * token, no unlock of the parent's lock. */
+    if (rlock_mutex_token(f->m) != 0)
+        return 10;
+    if (rlock_mutex_trylock(f->m) != RLOCK_EBUSY)
+        return 11;
+    if (rlock_mutex_unlock(f->m) != RLOCK_ENOTOWNER)
+        return 12;
+    /* ... and once the parent let go, it can lock on its own account. */
+    if (rlock_mutex_timedlock(f->m, 5000) != RLOCK_OK)
+        return 13;
+    if (rlock_mutex_unlock(f->m) != RLOCK_OK)
+        return 14;
+    return 0;
+}
+
+TEST(forked_child_never_shares_the_parents_identity)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    struct fork_ctx f;
+    redisReply *r;
+    pid_t pid;
+
+    f.m = rt_mutex(c, "forked", NULL);
+    CHECK_RC(rlock_mutex_lock(f.m), RLOCK_OK);
+    r = rt_cmd(s, "HGET {rlock:forked} owner");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    snprintf(f.parent_owner, sizeof f.parent_owner, "%s", r->str);
+    freeReplyObject(r);
+    pid = rt_fork(child_after_fork, &f);
+    /* Wait until the child is queued behind us, then let go. */
+    {
+        int64_t until = rt_now_ms() + 5000;
+        while (rt_cmd_int(s, "LLEN {rlock:forked}:queue") == 0 &&
+               rt_now_ms() < until)
+            rt_sleep_ms(5);
+    }
+    CHECK_RC(rlock_mutex_unlock(f.m), RLOCK_OK);
+    CHECK_INT(rt_wait(pid), ==, 0);
+    /* The parent still works and is still itself. */
+    CHECK_RC(rlock_mutex_lock(f.m), RLOCK_OK);
+    r = rt_cmd(s, "HGET {rlock:forked} owner");
+    CHECK(strcmp(r->str, f.parent_owner) == 0);
+    freeReplyObject(r);
+    CHECK_RC(rlock_mutex_unlock(f.m), RLOCK_OK);
+    rlock_mutex_free(f.m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(owner_ids_are_long_and_random)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma = rt_mutex(a, "ida", NULL), *mb = rt_mutex(b, "idb", NULL);
+    redisReply *ra, *rb;
+    const char *colon;
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
+    ra = rt_cmd(s, "HGET {rlock:ida} owner");
+    rb = rt_cmd(s, "HGET {rlock:idb} owner");
+    colon = strchr(ra->str, ':');
+    CHECK(colon != NULL);
+    CHECK_INT(colon - ra->str, ==, 32); /* 128 bits in hex */
+    CHECK(strncmp(ra->str, rb->str, 32) != 0);
+    freeReplyObject(ra);
+    freeReplyObject(rb);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
