@@ -17,7 +17,10 @@ static void *bg_main(void *arg)
 {
     rlock_client *c = arg;
 
+    rlock__busy_begin();
     pthread_mutex_lock(&c->mu);
+    c->bg_started = 1;
+    pthread_cond_broadcast(&c->callback_cv);
     while (!c->bg_stop) {
         int64_t next = rlock__now_ns() + 1000 * RLOCK__NS_PER_MS, wait_ns;
         struct pollfd fds[2];
@@ -47,8 +50,10 @@ static void *bg_main(void *arg)
         if (wait_ns < 0)
             wait_ns = 0;
         pthread_mutex_unlock(&c->mu);
+        rlock__busy_end();
         poll(fds, (nfds_t)nfds,
              (int)((wait_ns + RLOCK__NS_PER_MS - 1) / RLOCK__NS_PER_MS));
+        rlock__busy_begin();
         if (fds[0].revents & POLLIN)
             while (read(c->bg_pipe[0], buf, sizeof buf) > 0)
                 ;
@@ -59,6 +64,7 @@ static void *bg_main(void *arg)
     rlock__sub_shutdown(c);
     rlock__cleanup_discard(c);
     pthread_mutex_unlock(&c->mu);
+    rlock__busy_end();
     return NULL;
 }
 
@@ -77,6 +83,7 @@ int rlock__bg_ensure(rlock_client *c)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     c->bg_stop = 0;
+    c->bg_started = 0;
     rc = pthread_create(&c->bg_thread, NULL, bg_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
@@ -87,6 +94,11 @@ int rlock__bg_ensure(rlock_client *c)
                            "cannot start the background thread");
     }
     c->bg_running = 1;
+    /* Return only once the thread runs our code: a fork() right after this
+     * must not catch the thread half-created. (It cannot set the flag
+     * before we wait: it needs mu first.) */
+    while (!c->bg_started)
+        pthread_cond_wait(&c->callback_cv, &c->mu);
     return RLOCK_OK;
 }
 

@@ -69,6 +69,10 @@ int rlock__new_id(char out[RLOCK__ID_LEN + 1]);
 uint64_t rlock__thread_number(void);
 /* Increases in every child created by fork(). */
 unsigned rlock__fork_generation(void);
+/* Background threads call these around their work (not around poll), so
+ * that fork() never catches them mid-work. */
+void rlock__busy_begin(void);
+void rlock__busy_end(void);
 
 /* ---- scripts (scripts.c) ----------------------------------------------- */
 
@@ -238,6 +242,7 @@ struct rlock_client {
 
     /* Background thread: subscriber and lease timers. */
     int bg_running;
+    int bg_started; /* the thread has begun running (handshake) */
     int bg_stop;
     pthread_t bg_thread;
     int bg_pipe[2];

@@ -19,14 +19,54 @@ static _Thread_local uint64_t tl_thread;
 static atomic_uint fork_gen;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static void on_fork_child(void)
+static pthread_rwlock_t fork_lock;
+
+static void init_fork_lock(void)
 {
+    pthread_rwlockattr_t a;
+
+    /* Writer preference: background threads come and go from the read
+     * side all the time, and fork() must not wait behind them forever. */
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&fork_lock, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+
+static void before_fork(void)
+{
+    pthread_rwlock_wrlock(&fork_lock);
+}
+
+static void after_fork_parent(void)
+{
+    pthread_rwlock_unlock(&fork_lock);
+}
+
+static void after_fork_child(void)
+{
+    /* The child's only thread is not the one that took the lock (it has
+     * another thread id), and no background thread exists: start afresh. */
+    init_fork_lock();
     atomic_fetch_add(&fork_gen, 1);
 }
 
 static void install_atfork(void)
 {
-    pthread_atfork(NULL, NULL, on_fork_child);
+    init_fork_lock();
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+void rlock__busy_begin(void)
+{
+    pthread_once(&atfork_once, install_atfork);
+    pthread_rwlock_rdlock(&fork_lock);
+}
+
+void rlock__busy_end(void)
+{
+    pthread_rwlock_unlock(&fork_lock);
 }
 
 unsigned rlock__fork_generation(void)

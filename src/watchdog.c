@@ -173,7 +173,10 @@ static void notify_lost(rlock_client *c)
             continue;
         c->in_callback = m;
         pthread_mutex_unlock(&c->mu);
+        /* The callback is the application's code: it may fork. */
+        rlock__busy_end();
         m->opts.on_lost(m, m->opts.on_lost_arg);
+        rlock__busy_begin();
         pthread_mutex_lock(&c->mu);
         c->in_callback = NULL;
         pthread_cond_broadcast(&c->callback_cv);

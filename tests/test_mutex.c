@@ -438,12 +438,7 @@ TEST(forked_child_never_shares_the_parents_identity)
     freeReplyObject(r);
     pid = rt_fork(child_after_fork, &f);
     /* Wait until the child is queued behind us, then let go. */
-    {
-        int64_t until = rt_now_ms() + 5000;
-        while (rt_cmd_int(s, "LLEN {rlock:forked}:queue") == 0 &&
-               rt_now_ms() < until)
-            rt_sleep_ms(5);
-    }
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:forked}:queue") == 1, 5000);
     CHECK_RC(rlock_mutex_unlock(f.m), RLOCK_OK);
     CHECK_INT(rt_wait(pid), ==, 0);
     /* The parent still works and is still itself. */

@@ -47,6 +47,20 @@ void rt_fail(const char *file, int line, const char *fmt, ...)
                     rlock_strerror(want_));                                    \
     } while (0)
 
+/* Polls until cond holds, at most ms milliseconds; fails the test
+ * otherwise. For conditions that become true eventually (a background
+ * renewal, a child queued in Redis), never as a timing assertion. */
+#define RT_WAIT_UNTIL(cond, ms)                                                \
+    do {                                                                       \
+        int64_t until_ = rt_now_ms() + (ms);                                   \
+        while (!(cond)) {                                                      \
+            if (rt_now_ms() > until_)                                          \
+                rt_fail(__FILE__, __LINE__, "timed out waiting for %s",        \
+                        #cond);                                                \
+            rt_sleep_ms(2);                                                    \
+        }                                                                      \
+    } while (0)
+
 /* Helpers shared by the tests (harness/util.c). */
 int64_t rt_now_ms(void);
 void rt_sleep_ms(int64_t ms);

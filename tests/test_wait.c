@@ -1,0 +1,433 @@
+/*
+ * Waiting: woken by the release at once, in arrival order, with no missed
+ * wake-ups, and never stranded by a waiter or holder that died.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/test.h"
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static long long numsub(rt_server *s, const char *channel)
+{
+    redisReply *r = rt_cmd(s, "PUBSUB NUMSUB %s", channel);
+    long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                      ? r->element[1]->integer
+                      : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+struct child_arg {
+    rt_server *s;
+    const char *name;
+    int index;
+    int64_t wait_ms; /* < 0: lock; else timedlock */
+    int64_t waiter_ttl_ms;
+    int use_pubsub;
+};
+
+/* A separate process: take the lock, log (index, time) under it, release. */
+static int waiter_child(void *p)
+{
+    struct child_arg *a = p;
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+    redisContext *ctx;
+    redisReply *r;
+    int err, rc;
+
+    rlock_client_opts_init(&o);
+    if (a->waiter_ttl_ms)
+        o.waiter_ttl_ms = a->waiter_ttl_ms;
+    o.use_pubsub = a->use_pubsub;
+    c = rlock_client_open(rt_server_url(a->s), &o, &err);
+    if (!c)
+        return 30;
+    m = rlock_mutex_new(c, a->name, NULL, &err);
+    rc = a->wait_ms < 0 ? rlock_mutex_lock(m) : rlock_mutex_timedlock(m, a->wait_ms);
+    if (rc == RLOCK_ETIMEDOUT)
+        return 3;
+    if (rc != RLOCK_OK)
+        return 31;
+    ctx = redisConnect("127.0.0.1", rt_server_port(a->s));
+    r = redisCommand(ctx, "RPUSH log:%s %d:%lld", a->name, a->index,
+                     (long long)mono_us());
+    freeReplyObject(r);
+    redisFree(ctx);
+    if (rlock_mutex_unlock(m) != RLOCK_OK)
+        return 32;
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    return 0;
+}
+
+/* Entry i of log:NAME as (index, time in us). */
+static void log_entry(rt_server *s, const char *name, int i, int *index,
+                      int64_t *us)
+{
+    redisReply *r = rt_cmd(s, "LINDEX log:%s %d", name, i);
+    long long t;
+
+    CHECK(r->type == REDIS_REPLY_STRING);
+    CHECK(sscanf(r->str, "%d:%lld", index, &t) == 2);
+    *us = t;
+    freeReplyObject(r);
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t median_wake_us(int use_pubsub)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "wake", NULL);
+    int64_t delays[9];
+    int i;
+
+    for (i = 0; i < 9; i++) {
+        struct child_arg a = {s, "wake", i, -1, 0, use_pubsub};
+        int64_t released, acquired;
+        int index;
+        pid_t pid;
+
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        pid = rt_fork(waiter_child, &a);
+        RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:wake}:queue") == 1, 5000);
+        if (use_pubsub)
+            RT_WAIT_UNTIL(numsub(s, "{rlock:wake}:wake") == 1, 5000);
+        rt_sleep_ms(20); /* let the waiter settle into its sleep */
+        released = mono_us();
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        CHECK_INT(rt_wait(pid), ==, 0);
+        log_entry(s, "wake", i, &index, &acquired);
+        delays[i] = acquired - released;
+    }
+    qsort(delays, 9, sizeof delays[0], cmp64);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+    return delays[4];
+}
+
+TEST(waiter_is_woken_within_milliseconds_of_the_release)
+{
+    /* The lease is 30 s: only the release's message can wake the waiter
+     * this soon. 100 ms polling would give a median near 50 ms. */
+    int64_t median = median_wake_us(1);
+
+    printf("median wake-up after release: %lld us\n", (long long)median);
+    CHECK_INT(median, <, 25000);
+}
+
+TEST(fifo_order_with_queued_processes)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "fifo", NULL);
+    struct child_arg a[5];
+    pid_t pids[5];
+    int i;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    for (i = 0; i < 5; i++) {
+        a[i] = (struct child_arg){s, "fifo", i, -1, 0, 1};
+        pids[i] = rt_fork(waiter_child, &a[i]);
+        /* Arrival order is the order of joining the queue in Redis. */
+        RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:fifo}:queue") == i + 1, 5000);
+    }
+    /* The holder comes straight back after releasing: it must not barge
+     * ahead of the five queued waiters. */
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EBUSY);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    for (i = 0; i < 5; i++)
+        CHECK_INT(rt_wait(pids[i]), ==, 0);
+    for (i = 0; i < 5; i++) {
+        int index;
+        int64_t us;
+        log_entry(s, "fifo", i, &index, &us);
+        CHECK_INT(index, ==, i);
+    }
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(timed_out_waiter_leaves_no_trace)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "giveup", NULL);
+    struct child_arg quitter = {s, "giveup", 0, 300, 0, 1};
+    struct child_arg patient = {s, "giveup", 1, -1, 0, 1};
+    pid_t q, p;
+    int64_t released, acquired;
+    int index;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    q = rt_fork(waiter_child, &quitter);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:giveup}:queue") == 1, 5000);
+    p = rt_fork(waiter_child, &patient);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:giveup}:queue") == 2, 5000);
+    CHECK_INT(rt_wait(q), ==, 3); /* ETIMEDOUT */
+    /* Its place is gone the moment timedlock returned. */
+    CHECK_INT(rt_cmd_int(s, "LLEN {rlock:giveup}:queue"), ==, 1);
+    CHECK_INT(rt_cmd_int(s, "ZCARD {rlock:giveup}:qttl"), ==, 1);
+    released = mono_us();
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_wait(p), ==, 0);
+    log_entry(s, "giveup", 0, &index, &acquired);
+    CHECK_INT(index, ==, 1);
+    /* Not delayed by the quitter (a stale head would cost waiter_ttl, 5 s). */
+    CHECK_INT(acquired - released, <, 1000000);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:giveup}:queue"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(dead_waiter_blocks_the_queue_at_most_waiter_ttl)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "deadwaiter", NULL);
+    struct child_arg dead = {s, "deadwaiter", 0, -1, 600, 1};
+    struct child_arg live = {s, "deadwaiter", 1, -1, 600, 1};
+    int64_t released, acquired;
+    pid_t d, l;
+    int index;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    d = rt_fork(waiter_child, &dead);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:deadwaiter}:queue") == 1, 5000);
+    l = rt_fork(waiter_child, &live);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:deadwaiter}:queue") == 2, 5000);
+    kill(d, SIGKILL);
+    CHECK_INT(rt_wait(d), ==, 128 + SIGKILL);
+    released = mono_us();
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_wait(l), ==, 0);
+    log_entry(s, "deadwaiter", 0, &index, &acquired);
+    CHECK_INT(index, ==, 1);
+    /* At most the dead waiter's ttl (600 ms) plus the live waiter's own
+     * refresh period, with room for a busy machine. */
+    CHECK_INT(acquired - released, <, 2500000);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+struct race {
+    rt_server *s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int phase; /* 0 idle, 1 held, 2 waiter starting, 3 done */
+    int iterations;
+    int failed;
+};
+
+static void set_phase(struct race *r, int phase)
+{
+    pthread_mutex_lock(&r->mu);
+    r->phase = phase;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void await_phase(struct race *r, int phase)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->phase != phase)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *race_holder(void *p)
+{
+    struct race *r = p;
+    rlock_client *c = rt_client(rt_server_url(r->s), NULL);
+    rlock_mutex_opts o;
+    rlock_mutex *m;
+    int i;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 30000;
+    m = rt_mutex(c, "race", &o);
+    for (i = 0; i < r->iterations; i++) {
+        if (rlock_mutex_lock(m) != RLOCK_OK)
+            r->failed = 1;
+        set_phase(r, 1);
+        await_phase(r, 2);
+        /* Release somewhere around the waiter's first attempt and its
+         * subscription. */
+        if (i % 4)
+            usleep((useconds_t)(rand() % 400));
+        if (rlock_mutex_unlock(m) != RLOCK_OK)
+            r->failed = 1;
+        await_phase(r, 3);
+    }
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    return NULL;
+}
+
+TEST(release_subscribe_race_never_strands_a_waiter)
+{
+    struct race r = {rt_server_start(NULL), PTHREAD_MUTEX_INITIALIZER,
+                     PTHREAD_COND_INITIALIZER, 0, 1500, 0};
+    rlock_client_opts o;
+    rlock_client *c;
+    pthread_t th;
+    int64_t worst = 0;
+    int i;
+
+    /* Only a message can wake the waiter quickly: the holder's lease is
+     * 30 s and the waiter refreshes its place every 20 s. */
+    rlock_client_opts_init(&o);
+    o.waiter_ttl_ms = 60000;
+    c = rt_client(rt_server_url(r.s), &o);
+    pthread_create(&th, NULL, race_holder, &r);
+    for (i = 0; i < r.iterations; i++) {
+        /* A fresh mutex each time: a fresh subscription to race with. */
+        rlock_mutex *m = rt_mutex(c, "race", NULL);
+        int64_t t0;
+
+        await_phase(&r, 1);
+        set_phase(&r, 2);
+        t0 = rt_now_ms();
+        CHECK_RC(rlock_mutex_timedlock(m, 10000), RLOCK_OK);
+        if (rt_now_ms() - t0 > worst)
+            worst = rt_now_ms() - t0;
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        rlock_mutex_free(m);
+        set_phase(&r, 3);
+    }
+    pthread_join(th, NULL);
+    CHECK_INT(r.failed, ==, 0);
+    printf("%d iterations, longest wait %lld ms\n", r.iterations,
+           (long long)worst);
+    CHECK_INT(worst, <, 2000);
+    rlock_client_close(c);
+    rt_server_stop(r.s);
+}
+
+static int holder_child(void *p)
+{
+    rt_server *s = p;
+    rlock_mutex_opts o;
+    rlock_client *c = rlock_client_open(rt_server_url(s), NULL, NULL);
+    rlock_mutex *m;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 800;
+    m = rlock_mutex_new(c, "crash", &o, NULL);
+    if (rlock_mutex_lock(m) != RLOCK_OK)
+        return 1;
+    for (;;)
+        pause(); /* killed while holding */
+}
+
+TEST(killed_holder_hands_over_within_the_lease)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "crash", NULL);
+    pid_t pid = rt_fork(holder_child, s);
+    int64_t killed, took;
+
+    RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:crash}") == 1, 5000);
+    kill(pid, SIGKILL);
+    CHECK_INT(rt_wait(pid), ==, 128 + SIGKILL);
+    killed = rt_now_ms();
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    took = rt_now_ms() - killed;
+    CHECK_INT(took, <, 800 + 700);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(without_pubsub_waiters_back_off_with_jitter)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "nopubsub", NULL);
+    struct child_arg a = {s, "nopubsub", 0, -1, 0, 0};
+    int64_t released, acquired;
+    int index;
+    pid_t pid;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    pid = rt_fork(waiter_child, &a);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:nopubsub}:queue") == 1, 5000);
+    rt_sleep_ms(300);
+    CHECK_INT(numsub(s, "{rlock:nopubsub}:wake"), ==, 0);
+    released = mono_us();
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_wait(pid), ==, 0);
+    log_entry(s, "nopubsub", 0, &index, &acquired);
+    /* Retries come every 5 to 100 ms: well before the 30 s lease. */
+    CHECK_INT(acquired - released, <, 1000000);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+struct late {
+    rlock_mutex *m;
+    int rc;
+};
+
+static void *late_trylock(void *p)
+{
+    struct late *l = p;
+
+    l->rc = rlock_mutex_trylock(l->m);
+    return NULL;
+}
+
+TEST(a_reply_later_than_the_lease_is_not_a_hold)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts o;
+    struct late l;
+    pthread_t th;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = 200;
+    l.m = rt_mutex(c, "late", &o);
+    CHECK_RC(rlock_mutex_lock(l.m), RLOCK_OK); /* warm connection */
+    CHECK_RC(rlock_mutex_unlock(l.m), RLOCK_OK);
+    rt_server_pause(s);
+    pthread_create(&th, NULL, late_trylock, &l);
+    rt_sleep_ms(500); /* longer than the lease */
+    rt_server_resume(s);
+    pthread_join(th, NULL);
+    /* Redis granted it, but the answer came after the lease would have
+     * ended: not reported as held, and undone in the background. */
+    CHECK_RC(l.rc, RLOCK_EBUSY);
+    CHECK(rlock_mutex_token(l.m) == 0);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:late}") == 0, 2000);
+    rlock_mutex_free(l.m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}

@@ -1,0 +1,300 @@
+/*
+ * Leases: the watchdog renews held locks, batches its renewals, stops at
+ * once when a hold ends, respects the renewal cap; a lost hold is reported
+ * once through on_lost and then by unlock; rlock_with always unlocks.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "harness/test.h"
+
+static rlock_client *watchdog_client(rt_server *s, int64_t lease_ms)
+{
+    rlock_client_opts o;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = lease_ms;
+    return rt_client(rt_server_url(s), &o);
+}
+
+static atomic_int lost_calls;
+static rlock_mutex *lost_mutex;
+
+static void count_lost(rlock_mutex *m, void *arg)
+{
+    CHECK(arg == &lost_calls);
+    lost_mutex = m;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static rlock_mutex *noticed_mutex(rlock_client *c, const char *name,
+                                  int64_t lease_ms, uint32_t max_renewals)
+{
+    rlock_mutex_opts o;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = lease_ms;
+    o.max_renewals = max_renewals;
+    o.on_lost = count_lost;
+    o.on_lost_arg = &lost_calls;
+    atomic_store(&lost_calls, 0);
+    return rt_mutex(c, name, &o);
+}
+
+TEST(watchdog_keeps_the_lock_for_many_leases)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 300);
+    rlock_client *other = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = noticed_mutex(c, "kept", 0, 0);
+    rlock_mutex *mo = rt_mutex(other, "kept", NULL);
+    uint64_t token;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    token = rlock_mutex_token(m);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:kept}"), <=, 300);
+    rt_sleep_ms(1200); /* four leases */
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:kept}"), ==, 1);
+    CHECK_RC(rlock_mutex_trylock(mo), RLOCK_EBUSY);
+    CHECK(rlock_mutex_token(m) == token);
+    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:kept}"), ==, 0);
+
+    /* Renewal stops at once on unlock: no script call for 5 periods. */
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(500);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "eval"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_mutex_free(mo);
+    rlock_client_close(c);
+    rlock_client_close(other);
+    rt_server_stop(s);
+}
+
+TEST(renewal_stops_on_mutex_free_and_client_close)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 300);
+    rlock_mutex *m = rt_mutex(c, "freed", NULL);
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_sleep_ms(250);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:freed}"), ==, 1);
+    rlock_mutex_free(m);
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(500);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:freed}"), ==, 0); /* expired */
+
+    m = rt_mutex(c, "closed", NULL);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_sleep_ms(250);
+    /* Closing with a mutex alive is against the contract; free it first,
+     * after checking the lease is renewed up to this point. */
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:closed}"), ==, 1);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(500);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:closed}"), ==, 0);
+    rt_server_stop(s);
+}
+
+TEST(renewal_cap_lets_the_key_expire_and_reports_the_loss)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 600);
+    rlock_mutex *m = noticed_mutex(c, "capped", 0, 2);
+    int64_t t0 = rt_now_ms();
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_sleep_ms(750);
+    /* Past the first lease: it was renewed. */
+    if (rt_now_ms() - t0 < 950)
+        CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:capped}"), ==, 1);
+    /* Two renewals (at ~200 and ~400 ms) end the lease near 1 s. */
+    RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:capped}") == 0, 3000);
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 3000);
+    CHECK(lost_mutex == m);
+    rt_sleep_ms(300);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ENOTOWNER);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(thousand_locks_renew_in_batches)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 600);
+    rlock_mutex *m[1000];
+    long long calls;
+    char name[32];
+    int i;
+
+    for (i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "many:%d", i);
+        m[i] = rt_mutex(c, name, NULL);
+        CHECK_RC(rlock_mutex_lock(m[i]), RLOCK_OK);
+    }
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(1500); /* 2.5 leases, ~7 renewal periods */
+    calls = rt_cmdstat_calls(s, "evalsha") + rt_cmdstat_calls(s, "eval");
+    printf("script calls for 1000 locks over 1.5 s: %lld\n", calls);
+    /* One call per lock per period would be ~7000. */
+    CHECK_INT(calls, >=, 3);
+    CHECK_INT(calls, <=, 40);
+    CHECK_INT(rt_cmdstat_calls(s, "pexpire"), >=, 3000);
+    for (i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "{rlock:many:%d}", i);
+        CHECK_INT(rt_cmd_int(s, "PTTL %s", name), >, 0);
+    }
+    for (i = 0; i < 1000; i++) {
+        CHECK_RC(rlock_mutex_unlock(m[i]), RLOCK_OK);
+        rlock_mutex_free(m[i]);
+    }
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(on_lost_fires_once_when_the_key_is_deleted_or_overwritten)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 300);
+    rlock_mutex *m = noticed_mutex(c, "deleted", 0, 0);
+    redisReply *r;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:deleted}"), ==, 1);
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 2000);
+    rt_sleep_ms(300);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK(rlock_mutex_token(m) == 0);
+    CHECK_RC(rlock_mutex_extend(m, 1000), RLOCK_ELOST);
+    rlock_mutex_free(m);
+
+    m = noticed_mutex(c, "overwritten", 0, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    r = rt_cmd(s, "HSET {rlock:overwritten} owner intruder:1 token 999");
+    freeReplyObject(r);
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 2000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    /* The intruder's lock is untouched. */
+    r = rt_cmd(s, "HGET {rlock:overwritten} owner");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "intruder:1") == 0);
+    freeReplyObject(r);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(on_lost_fires_when_redis_restarts_or_stays_unreachable)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = 300;
+    o.command_timeout_ms = 100;
+    o.connect_timeout_ms = 100;
+    c = rt_client(rt_server_url(s), &o);
+    m = noticed_mutex(c, "restarted", 0, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_server_restart(s); /* no persistence: the lock is gone */
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 3000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+
+    /* Unreachable past the lease end: paused, renewals time out. */
+    atomic_store(&lost_calls, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_server_pause(s);
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 3000);
+    rt_server_resume(s);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(fixed_lease_is_not_renewed_and_its_end_is_reported)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 300);
+    rlock_mutex *m = noticed_mutex(c, "fixed", 400, 0);
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_sleep_ms(200);
+    CHECK_RC(rlock_mutex_extend(m, 400), RLOCK_OK); /* by hand */
+    rt_sleep_ms(250);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:fixed}"), ==, 1);
+    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 2000);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:fixed}"), ==, 0);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+struct with_ctx {
+    rt_server *s;
+    int calls;
+    uint64_t token;
+    int sleep_ms;
+    int delete_key;
+};
+
+static int critical(void *arg, uint64_t token)
+{
+    struct with_ctx *w = arg;
+
+    w->calls++;
+    w->token = token;
+    if (w->delete_key)
+        CHECK_INT(rt_cmd_int(w->s, "DEL {rlock:with}"), ==, 1);
+    if (w->sleep_ms)
+        rt_sleep_ms(w->sleep_ms);
+    return 42;
+}
+
+TEST(rlock_with_unlocks_on_every_path_and_reports_loss)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 300);
+    rlock_client *other = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "with", NULL);
+    rlock_mutex *mo = rt_mutex(other, "with", NULL);
+    struct with_ctx w = {s, 0, 0, 0, 0};
+
+    CHECK_RC(rlock_with(m, RLOCK_WAIT_FOREVER, critical, &w), 42);
+    CHECK_INT(w.calls, ==, 1);
+    CHECK(w.token > 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:with}"), ==, 0);
+
+    /* Not obtained: fn is not called. */
+    CHECK_RC(rlock_mutex_lock(mo), RLOCK_OK);
+    CHECK_RC(rlock_with(m, 100, critical, &w), RLOCK_ETIMEDOUT);
+    CHECK_RC(rlock_with(m, 0, critical, &w), RLOCK_ETIMEDOUT);
+    CHECK_INT(w.calls, ==, 1);
+    CHECK_RC(rlock_mutex_unlock(mo), RLOCK_OK);
+
+    /* Lost while fn ran: fn's work is done, then the caller hears of it. */
+    w.delete_key = 1;
+    w.sleep_ms = 500;
+    CHECK_RC(rlock_with(m, 1000, critical, &w), RLOCK_ELOST);
+    CHECK_INT(w.calls, ==, 2);
+    CHECK(rlock_mutex_token(m) == 0);
+    rlock_mutex_free(m);
+    rlock_mutex_free(mo);
+    rlock_client_close(c);
+    rlock_client_close(other);
+    rt_server_stop(s);
+}
