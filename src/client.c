@@ -217,8 +217,16 @@ void rlock__client_after_fork_check(rlock_client *c)
         close(c->bg_pipe[1]);
         c->bg_pipe[0] = c->bg_pipe[1] = -1;
     }
-    for (rlock__sub *s = c->subs; s; s = s->next)
-        s->state = RLOCK__SUB_WANTED;
+    /* Subscriptions name the parent's client id; mutexes notice by their
+     * fork generation and subscribe again. */
+    while (c->subs) {
+        rlock__sub *s = c->subs;
+        c->subs = s->next;
+        free(s->channel);
+        free(s);
+    }
+    c->sub_ctx = NULL; /* the parent's socket: not closed, not ours */
+    c->cleanups = NULL;
     if (rlock__new_id(c->id) != 0)
         c->id[0] = 'x'; /* never the parent's id, even without randomness */
 }

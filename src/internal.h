@@ -130,6 +130,7 @@ enum rlock__key {
     RLOCK__K_FENCE, /* counter of fencing tokens; never expires */
     RLOCK__K_QUEUE, /* list of waiting owners, in arrival order */
     RLOCK__K_QTTL,  /* zset: waiting owner -> deadline (server ms) */
+    RLOCK__K_QINFO, /* hash: waiting owner -> "lease nonce" for its grant */
     RLOCK__K_COUNT
 };
 
@@ -147,7 +148,9 @@ typedef struct rlock__hold {
     uint64_t thread;
     uint64_t token;
     int64_t count;
-    int64_t lease_ms;
+    int64_t lease_ms;      /* the lease asked for */
+    int64_t cur_lease_ms;  /* the lease Redis last set (a grant may be
+                              shorter; the watchdog tops it up) */
     int watchdog;          /* renewed by the background thread */
     uint32_t renewals;     /* renewals done so far */
     int64_t valid_until;   /* monotonic ns: lease end as far as we know */
@@ -173,6 +176,10 @@ typedef struct rlock__waiter {
     char owner[RLOCK__OWNER_MAX];
     size_t owner_len;
     int woken; /* a wake message or reconnect arrived; guarded by mu */
+    uint64_t nonce;        /* names this acquisition in Redis */
+    int granted;           /* a grant for this nonce arrived: */
+    uint64_t grant_token;  /*   its fencing token */
+    int64_t grant_ms;      /*   and the lease Redis set */
     pthread_cond_t cv;
 } rlock__waiter;
 
@@ -268,6 +275,7 @@ struct rlock_mutex {
     size_t channel_len;
     rlock_mutex_opts opts;
     int subscribed; /* holds a reference on the channel's subscription */
+    unsigned sub_gen; /* the client's fork generation when it subscribed */
 };
 
 /* Called at the start of every API call on c: handles a fork since the
@@ -278,10 +286,19 @@ void rlock__client_after_fork_check(rlock_client *c);
 size_t rlock__owner(const rlock_client *c, uint64_t thread,
                     char buf[RLOCK__OWNER_MAX]);
 
-/* Attempts the acquire script once. mode: 't' try, 'w' wait (queue). On
- * RLOCK_OK the hold is recorded; RLOCK_EBUSY leaves *hint_ms set to how
- * long the current holder's lease or head waiter's place lasts. */
-int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms);
+/* A new nonce for one acquisition (all attempts of a wait share it). */
+uint64_t rlock__new_nonce(rlock_client *c);
+/* Attempts the acquire script once. mode: 't' try, 'w' wait (queue); a
+ * thread that holds the lock re-enters instead. On RLOCK_OK the hold is
+ * recorded; RLOCK_EBUSY leaves *hint_ms set to how long the current
+ * holder's lease lasts at most. */
+int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
+                       int64_t *hint_ms);
+/* Records (or updates) the calling thread's hold after Redis granted it:
+ * lease counted from t0, Redis having set granted_ms of it so far (mu
+ * held). */
+int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
+                       int64_t count, int64_t t0, int64_t granted_ms);
 /* ---- cleanup of abandoned attempts (cleanup.c) ------------------------- */
 
 /* Runs the cancel script now: owner leaves the queue and, if attempt is

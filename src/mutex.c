@@ -58,7 +58,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
                                  int *err)
 {
     static const char *suffix[RLOCK__K_COUNT] = {"", ":fence", ":queue",
-                                                 ":qttl"};
+                                                 ":qttl", ":qinfo"};
     rlock_mutex *m;
     int i, dummy;
 
@@ -176,22 +176,68 @@ static int reply_int(const redisReply *r, long long *v)
     return 0;
 }
 
-int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
+uint64_t rlock__new_nonce(rlock_client *c)
+{
+    return __atomic_add_fetch(&c->next_attempt, 1, __ATOMIC_RELAXED);
+}
+
+int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
+                       int64_t count, int64_t t0, int64_t granted_ms)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h = rlock__hold_find(c, m, thread);
+    int rc;
+
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h)
+            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        h->serial = ++c->next_hold_serial;
+        h->m = m;
+        h->thread = thread;
+        h->watchdog = m->opts.lease_ms == 0;
+        h->next = c->holds;
+        c->holds = h;
+    }
+    h->token = token;
+    h->count = count;
+    h->lease_ms = hold_lease_ms(m);
+    h->cur_lease_ms = granted_ms;
+    h->lost = 0;
+    h->notify = 0;
+    h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS;
+    h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
+    rc = rlock__bg_ensure(c);
+    if (rc == RLOCK_OK)
+        rlock__bg_kick(c);
+    return rc;
+}
+
+int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
+                       int64_t *hint_ms)
 {
     rlock_client *c = m->c;
     uint64_t thread = rlock__thread_number();
     int64_t lease = hold_lease_ms(m), t0, now;
     char owner[RLOCK__OWNER_MAX], lease_s[24], ttl_s[24], mode_s[2];
-    char attempt_s[24];
+    char nonce_s[24];
     const char *args[6];
     size_t lens[6];
-    uint64_t attempt = __atomic_add_fetch(&c->next_attempt, 1,
-                                          __ATOMIC_RELAXED);
     redisReply *r = NULL;
     long long status, count;
     uint64_t token;
     rlock__hold *h;
-    int rc, fresh;
+    int rc;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (h && h->lost) {
+        rlock__hold_remove(c, h); /* reported already; start afresh */
+        h = NULL;
+    }
+    if (h)
+        mode = 'r';
+    pthread_mutex_unlock(&c->mu);
 
     lens[0] = rlock__owner(c, thread, owner);
     args[0] = owner;
@@ -206,13 +252,8 @@ int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
                                c->opts.waiter_ttl_ms);
     args[4] = m->channel;
     lens[4] = m->channel_len;
-    args[5] = attempt_s;
-    lens[5] = (size_t)snprintf(attempt_s, sizeof attempt_s, "%" PRIu64,
-                               attempt);
-
-    pthread_mutex_lock(&c->mu);
-    fresh = rlock__hold_find(c, m, thread) == NULL;
-    pthread_mutex_unlock(&c->mu);
+    args[5] = nonce_s;
+    lens[5] = (size_t)snprintf(nonce_s, sizeof nonce_s, "%" PRIu64, nonce);
 
     /* The lease is counted from before the request left: whatever Redis
      * did, it did after this instant, so our idea of the lease end is never
@@ -222,18 +263,28 @@ int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
                      (const char **)m->keys, m->key_lens, 6, args, lens);
     if (rc != RLOCK_OK) {
         /* A lost reply may hide a success: never report it, undo it. */
-        if (rc == RLOCK_EIO && fresh)
-            abandon(m, attempt);
+        if (rc == RLOCK_EIO && mode != 'r')
+            abandon(m, nonce);
         return rc;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         reply_int(r->element[0], &status) != 0) {
         freeReplyObject(r);
         return bad_reply(c, "acquire");
     }
+    if (status < 0) {
+        freeReplyObject(r);
+        pthread_mutex_lock(&c->mu);
+        h = rlock__hold_find(c, m, thread);
+        if (h)
+            rlock__hold_remove(c, h);
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(c, RLOCK_ELOST,
+                           "re-entry found the hold gone (expired or taken)");
+    }
     if (status == 0) {
         long long hint;
-        if (reply_int(r->element[1], &hint) != 0) {
+        if (r->elements < 2 || reply_int(r->element[1], &hint) != 0) {
             freeReplyObject(r);
             return bad_reply(c, "acquire");
         }
@@ -255,8 +306,8 @@ int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
         /* The answer came after the lease would have ended (a pause, a
          * stalled network): the hold may already belong to someone else,
          * so it is not reported as ours. */
-        if (fresh)
-            abandon(m, attempt);
+        if (mode != 'r')
+            abandon(m, nonce);
         if (hint_ms)
             *hint_ms = 0;
         return rlock__fail(c, RLOCK_EBUSY,
@@ -264,32 +315,10 @@ int rlock__try_acquire(rlock_mutex *m, char mode, int64_t *hint_ms)
     }
 
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(c, m, thread);
-    if (!h) {
-        h = calloc(1, sizeof *h);
-        if (!h) {
-            pthread_mutex_unlock(&c->mu);
-            abandon(m, attempt);
-            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
-        }
-        h->serial = ++c->next_hold_serial;
-        h->m = m;
-        h->thread = thread;
-        h->watchdog = m->opts.lease_ms == 0;
-        h->next = c->holds;
-        c->holds = h;
-    }
-    h->token = token;
-    h->count = count;
-    h->lease_ms = lease;
-    h->lost = 0;
-    h->notify = 0;
-    h->valid_until = t0 + lease * RLOCK__NS_PER_MS;
-    h->renew_at = t0 + lease * RLOCK__NS_PER_MS / 3;
-    rc = rlock__bg_ensure(c);
-    if (rc == RLOCK_OK)
-        rlock__bg_kick(c);
+    rc = rlock__hold_record(m, thread, token, count, t0, lease);
     pthread_mutex_unlock(&c->mu);
+    if (rc != RLOCK_OK && mode != 'r')
+        abandon(m, nonce);
     return rc;
 }
 
@@ -298,7 +327,7 @@ int rlock_mutex_trylock(rlock_mutex *m)
     if (!m)
         return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
     rlock__client_after_fork_check(m->c);
-    return rlock__try_acquire(m, 't', NULL);
+    return rlock__try_acquire(m, 't', rlock__new_nonce(m->c), NULL);
 }
 
 int rlock_mutex_lock(rlock_mutex *m)
@@ -320,7 +349,7 @@ int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms)
         return rlock__fail(m->c, RLOCK_EINVAL,
                            "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX);
     if (wait_ms == 0) {
-        rc = rlock__try_acquire(m, 't', NULL);
+        rc = rlock__try_acquire(m, 't', rlock__new_nonce(m->c), NULL);
         return rc == RLOCK_EBUSY
                    ? rlock__fail(m->c, RLOCK_ETIMEDOUT, "lock is busy")
                    : rc;
@@ -465,6 +494,9 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
                          "owner; nothing was extended");
     } else if (h) {
         h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
+        h->cur_lease_ms = lease_ms;
+        if (!h->watchdog)
+            h->lease_ms = lease_ms; /* the caller's latest wish */
         if (h->watchdog)
             h->renew_at = t0 + lease_ms * RLOCK__NS_PER_MS / 3;
         rlock__bg_kick(c);

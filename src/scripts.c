@@ -4,10 +4,11 @@
  * release) is atomic on the server. docs/protocol.md explains each one.
  *
  * Keys, always in this order (they share one cluster hash tag):
- *   KEYS[1] lock   hash {owner, count, token}, expires with the lease
+ *   KEYS[1] lock   hash {owner, count, token, attempt}, expires with the lease
  *   KEYS[2] fence  fencing token counter (INCR), never expires
  *   KEYS[3] queue  list of waiting owners, oldest first
  *   KEYS[4] qttl   zset waiting owner -> deadline in server milliseconds
+ *   KEYS[5] qinfo  hash waiting owner -> "lease_ms nonce" for its grant
  *
  * Times compared inside a script come from the server's own clock (TIME),
  * so client clocks never matter; only the order and liveness of waiters
@@ -23,6 +24,12 @@
     "  local t = redis.call('TIME')\n"                                         \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
     "end\n"                                                                    \
+    /* Takes a waiter out of the queue.                                    */ \
+    "local function dequeue(who)\n"                                            \
+    "  redis.call('LREM', KEYS[3], 0, who)\n"                                  \
+    "  redis.call('ZREM', KEYS[4], who)\n"                                     \
+    "  redis.call('HDEL', KEYS[5], who)\n"                                     \
+    "end\n"                                                                    \
     /* Drops waiters at the head whose place expired; returns the first    */ \
     /* live one and its deadline.                                          */ \
     "local function live_head(now)\n"                                          \
@@ -31,32 +38,64 @@
     "    if not head then return nil end\n"                                    \
     "    local dl = redis.call('ZSCORE', KEYS[4], head)\n"                     \
     "    if dl and tonumber(dl) > now then return head, tonumber(dl) end\n"    \
-    "    redis.call('LPOP', KEYS[3])\n"                                        \
-    "    redis.call('ZREM', KEYS[4], head)\n"                                  \
+    "    dequeue(head)\n"                                                      \
     "  end\n"                                                                  \
     "end\n"                                                                    \
-    /* Tells the first live waiter that the lock is free.                  */ \
-    "local function wake_head(channel)\n"                                      \
-    "  local head = live_head(now_ms())\n"                                     \
-    "  if head then redis.call('PUBLISH', channel, head) end\n"                \
+    /* Publishes on the channel of the waiter's own client: the wake      */ \
+    /* channel, ':', and the client id part of the owner id.               */ \
+    "local function notify(channel, who, msg)\n"                               \
+    "  local client = string.match(who, '^[^:]*')\n"                           \
+    "  redis.call('PUBLISH', channel .. ':' .. client, msg)\n"                 \
+    "end\n"                                                                    \
+    /* The lock is free: hand it to the first live waiter. The grant's    */ \
+    /* lease is the waiter's own, but no longer than its place in the      */ \
+    /* queue had left, so a waiter that died holds up others no longer     */ \
+    /* than its place would have. The message tells the waiter its token,  */ \
+    /* the nonce of the wait it granted, and the lease granted.            */ \
+    "local function grant_head(channel)\n"                                     \
+    "  local now = now_ms()\n"                                                 \
+    "  local head, dl = live_head(now)\n"                                      \
+    "  if not head then return end\n"                                          \
+    "  local info = redis.call('HGET', KEYS[5], head) or ''\n"                 \
+    "  local lease, nonce = string.match(info, '^(%d+) (%d+)$')\n"            \
+    "  dequeue(head)\n"                                                        \
+    "  local grant = math.min(tonumber(lease) or (dl - now), dl - now)\n"      \
+    "  nonce = nonce or '0'\n"                                                 \
+    "  local token = tostring(redis.call('INCR', KEYS[2]))\n"                  \
+    "  redis.call('HSET', KEYS[1], 'owner', head, 'count', 1,\n"              \
+    "             'token', token, 'attempt', nonce)\n"                        \
+    "  redis.call('PEXPIRE', KEYS[1], grant)\n"                                \
+    "  notify(channel, head, head .. ' ' .. token .. ' ' .. nonce ..\n"        \
+    "         ' ' .. grant)\n"                                                 \
     "end\n"
 
 /*
- * ARGV: owner, lease_ms, mode ('t' try, 'w' wait: join the queue),
- *       waiter_ttl_ms, channel, attempt (a nonce naming this request, so
- *       that an attempt whose reply was lost can be undone exactly).
- * Returns {1, token, count} when held (count > 1: a re-entry), or
- * {0, hint_ms}: busy; hint_ms is how long the holder's lease or the head
- * waiter's place lasts, the longest a waiter should sleep without news.
+ * ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce.
+ *   mode 'r': re-entry (the client holds it); 't': try; 'w': wait, that
+ *   is, join the queue if busy. nonce names this acquisition (all attempts
+ *   of one wait share it), so that a grant or a hold whose reply was lost
+ *   can be recognised and undone exactly.
+ * Returns {1, token, count} when held (count > 1: a re-entry); {0, hint_ms}
+ * when busy, hint_ms being how long the holder's lease lasts at most; {-1}
+ * when a re-entry finds the hold gone.
  */
 static const char acquire_lua[] =
     PRELUDE
-    "local owner, lease = ARGV[1], ARGV[2]\n"
-    "local holder = redis.call('HGET', KEYS[1], 'owner')\n"
-    "if holder == owner then\n"
+    "local owner, lease, mode = ARGV[1], ARGV[2], ARGV[3]\n"
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'count')\n"
+    "if mode == 'r' then\n"
+    "  if h[1] ~= owner then return {-1} end\n"
     "  local n = redis.call('HINCRBY', KEYS[1], 'count', 1)\n"
     "  redis.call('PEXPIRE', KEYS[1], lease)\n"
-    "  return {1, redis.call('HGET', KEYS[1], 'token'), n}\n"
+    "  return {1, h[2], n}\n"
+    "end\n"
+    "if h[1] == owner then\n"
+    /* Granted to us while our message was on its way (or to an earlier   */
+    /* wait of ours): claim it, counting its lease from this request.      */
+    "  dequeue(owner)\n"
+    "  redis.call('HSET', KEYS[1], 'attempt', ARGV[6])\n"
+    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  return {1, h[2], tonumber(h[3])}\n"
     "end\n"
     "local now = now_ms()\n"
     "local function enqueue()\n"
@@ -64,27 +103,26 @@ static const char acquire_lua[] =
     "  if redis.call('ZADD', KEYS[4], now + ttl, owner) == 1 then\n"
     "    redis.call('RPUSH', KEYS[3], owner)\n"
     "  end\n"
-    "  for i = 3, 4 do\n"
+    "  redis.call('HSET', KEYS[5], owner, lease .. ' ' .. ARGV[6])\n"
+    "  for i = 3, 5 do\n"
     "    if redis.call('PTTL', KEYS[i]) < ttl + 1000 then\n"
     "      redis.call('PEXPIRE', KEYS[i], ttl + 1000)\n"
     "    end\n"
     "  end\n"
     "end\n"
-    "if holder then\n"
-    "  if ARGV[3] == 'w' then enqueue() end\n"
+    "if h[1] then\n"
+    "  if mode == 'w' then enqueue() end\n"
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
-    "local before = redis.call('LINDEX', KEYS[3], 0)\n"
-    "local head, deadline = live_head(now)\n"
+    "local head = live_head(now)\n"
     "if head and head ~= owner then\n"
-    "  if ARGV[3] == 'w' then enqueue() end\n"
-    "  if head ~= before then redis.call('PUBLISH', ARGV[5], head) end\n"
-    "  return {0, deadline - now}\n"
+    /* Free, but others queued first (its holder expired, or a release    */
+    /* found nobody alive then): it is theirs.                             */
+    "  if mode == 'w' then enqueue() end\n"
+    "  grant_head(ARGV[5])\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
-    "if head then\n"
-    "  redis.call('LPOP', KEYS[3])\n"
-    "  redis.call('ZREM', KEYS[4], owner)\n"
-    "end\n"
+    "if head then dequeue(owner) end\n"
     "local token = tostring(redis.call('INCR', KEYS[2]))\n"
     "redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token,\n"
     "           'attempt', ARGV[6])\n"
@@ -93,9 +131,10 @@ static const char acquire_lua[] =
 
 /*
  * ARGV: owner, token, channel.
- * Returns the remaining hold count (0: released, first waiter woken), or
- * -1 if this owner's hold with this token is not there (expired, deleted,
- * or another owner's lock, which is left untouched).
+ * Returns the remaining hold count (0: released, and handed to the first
+ * live waiter if there is one), or -1 if this owner's hold with this token
+ * is not there (expired, deleted, or another owner's lock, which is left
+ * untouched).
  */
 static const char release_lua[] =
     PRELUDE
@@ -104,7 +143,7 @@ static const char release_lua[] =
     "local n = redis.call('HINCRBY', KEYS[1], 'count', -1)\n"
     "if n > 0 then return n end\n"
     "redis.call('DEL', KEYS[1])\n"
-    "wake_head(ARGV[3])\n"
+    "grant_head(ARGV[3])\n"
     "return 0\n";
 
 /* ARGV: owner, token, lease_ms. 1 if extended, 0 if the hold is gone
@@ -130,33 +169,33 @@ static const char renew_lua[] =
     "end\n"
     "return out\n";
 
-/* ARGV: owner, channel, attempt. A waiter gives up: leave the queue. With
- * an attempt nonce ('' for none) the owner also releases the hold that
- * attempt may have taken without learning it (its reply was lost); a later
- * hold of the same owner has another nonce and is left alone. Then, if the
- * lock is free, wake whoever is first now. */
+/* ARGV: owner, channel, nonce. A waiter gives up: it leaves the queue,
+ * and with a nonce ('' for none) it also gives back a hold that this
+ * acquisition took without learning it (a grant still on its way, or an
+ * attempt whose reply was lost); a hold of a later acquisition has another
+ * nonce and is left alone. A free lock then goes to the first live
+ * waiter. */
 static const char cancel_lua[] =
     PRELUDE
-    "redis.call('LREM', KEYS[3], 0, ARGV[1])\n"
-    "redis.call('ZREM', KEYS[4], ARGV[1])\n"
+    "dequeue(ARGV[1])\n"
     "if ARGV[3] ~= '' then\n"
     "  local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')\n"
     "  if h[1] == ARGV[1] and h[2] == ARGV[3] then\n"
     "    redis.call('DEL', KEYS[1])\n"
     "  end\n"
     "end\n"
-    "if redis.call('EXISTS', KEYS[1]) == 0 then wake_head(ARGV[2]) end\n"
+    "if redis.call('EXISTS', KEYS[1]) == 0 then grant_head(ARGV[2]) end\n"
     "return 1\n";
 
 /* ARGV: channel. Administrative release: removes the lock whoever holds
- * it and wakes the first waiter. Returns {owner, count, token} of what was
- * removed, or nil if the lock was free. */
+ * it and hands it to the first live waiter. Returns {owner, count, token}
+ * of what was removed, or nil if the lock was free. */
 static const char force_lua[] =
     PRELUDE
     "local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')\n"
     "if not h[1] then return false end\n"
     "redis.call('DEL', KEYS[1])\n"
-    "wake_head(ARGV[1])\n"
+    "grant_head(ARGV[1])\n"
     "return h\n";
 
 /* Read-only snapshot: {owner or '', count, token, pttl, last fencing

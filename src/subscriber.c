@@ -4,6 +4,11 @@
  * multiply connections under load, the failure Redisson users report as
  * "Unable to acquire subscription").
  *
+ * Each client listens on its own channel per lock name: the lock's wake
+ * channel followed by ":<client id>". The releasing script publishes only
+ * to the channel of the client whose waiter is first in the queue, so a
+ * release wakes one process, not every process waiting for the lock.
+ *
  * A channel is subscribed the first time a mutex of that name has to wait
  * and stays subscribed while that mutex exists, so a busy waiter pays for
  * SUBSCRIBE once, not on every wait. Messages name the waiter to wake (its
@@ -13,6 +18,7 @@
  * and waits with jittered backoff until the connection and its
  * subscriptions are back, so a message lost in the outage costs one retry.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,40 +34,75 @@ static rlock__sub *sub_find(rlock_client *c, const char *ch, size_t len)
     return NULL;
 }
 
+/* Is ch this client's channel for m's lock? */
+static int channel_of(const rlock_client *c, const rlock_mutex *m,
+                      const char *ch, size_t len)
+{
+    return len == m->channel_len + 1 + RLOCK__ID_LEN &&
+           memcmp(ch, m->channel, m->channel_len) == 0 &&
+           ch[m->channel_len] == ':' &&
+           memcmp(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN) == 0;
+}
+
 /* Wakes the waiters of one channel, or all of them (ch == NULL). */
 static void wake_waiters(rlock_client *c, const char *ch, size_t len)
 {
     rlock__waiter *w;
 
     for (w = c->waiters; w; w = w->next) {
-        if (ch && (w->m->channel_len != len ||
-                   memcmp(w->m->channel, ch, len) != 0))
+        if (ch && !channel_of(c, w->m, ch, len))
             continue;
         w->woken = 1;
         pthread_cond_signal(&w->cv);
     }
 }
 
+/* m's lock's channel for this client, in a new buffer. */
+static char *make_channel(const rlock_client *c, const rlock_mutex *m,
+                          size_t *len)
+{
+    char *ch = malloc(m->channel_len + 1 + RLOCK__ID_LEN);
+
+    if (ch) {
+        memcpy(ch, m->channel, m->channel_len);
+        ch[m->channel_len] = ':';
+        memcpy(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN);
+        *len = m->channel_len + 1 + RLOCK__ID_LEN;
+    }
+    return ch;
+}
+
+static rlock__sub *sub_of(rlock_client *c, const rlock_mutex *m)
+{
+    rlock__sub *s;
+
+    for (s = c->subs; s; s = s->next)
+        if (channel_of(c, m, s->channel, s->channel_len))
+            return s;
+    return NULL;
+}
+
 int rlock__sub_want(rlock_client *c, rlock_mutex *m)
 {
-    rlock__sub *s = sub_find(c, m->channel, m->channel_len);
+    rlock__sub *s = sub_of(c, m);
     int rc;
 
+    if (m->subscribed && m->sub_gen != c->fork_gen)
+        m->subscribed = 0; /* taken in the parent of a fork: not ours */
     if (!m->subscribed) {
         if (!s) {
             s = calloc(1, sizeof *s);
-            if (!s || !(s->channel = malloc(m->channel_len))) {
+            if (!s || !(s->channel = make_channel(c, m, &s->channel_len))) {
                 free(s);
                 return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
             }
-            memcpy(s->channel, m->channel, m->channel_len);
-            s->channel_len = m->channel_len;
             s->state = RLOCK__SUB_WANTED;
             s->next = c->subs;
             c->subs = s;
         }
         s->users++;
         m->subscribed = 1;
+        m->sub_gen = c->fork_gen;
     }
     if ((rc = rlock__bg_ensure(c)) != RLOCK_OK)
         return rc;
@@ -72,8 +113,10 @@ int rlock__sub_want(rlock_client *c, rlock_mutex *m)
 
 void rlock__sub_release(rlock_client *c, rlock_mutex *m)
 {
-    rlock__sub *s = sub_find(c, m->channel, m->channel_len);
+    rlock__sub *s = sub_of(c, m);
 
+    if (m->sub_gen != c->fork_gen)
+        s = NULL;
     m->subscribed = 0;
     if (s && --s->users == 0)
         rlock__bg_kick(c);
@@ -206,17 +249,46 @@ static void handle(rlock_client *c, const redisReply *r)
     if (ch->type != REDIS_REPLY_STRING)
         return;
     if (is_str(kind, "message")) {
-        const redisReply *who = r->element[2];
-        if (who->type != REDIS_REPLY_STRING)
+        /* "<owner>" asks a waiter to try again; "<owner> <token> <nonce>
+         * <lease_ms>" tells it the lock was handed to it. */
+        const redisReply *msg = r->element[2];
+        const char *sp;
+        size_t who_len;
+        unsigned long long token = 0, nonce = 0;
+        long long grant_ms = 0;
+        int grant = 0;
+
+        if (msg->type != REDIS_REPLY_STRING)
             return;
+        sp = memchr(msg->str, ' ', (size_t)msg->len);
+        who_len = sp ? (size_t)(sp - msg->str) : (size_t)msg->len;
+        if (sp) {
+            char rest[96];
+            size_t n = (size_t)msg->len - who_len;
+            if (n >= sizeof rest)
+                return;
+            memcpy(rest, sp, n);
+            rest[n] = '\0';
+            if (sscanf(rest, " %llu %llu %lld", &token, &nonce, &grant_ms) != 3)
+                return;
+            grant = 1;
+        }
         for (w = c->waiters; w; w = w->next) {
-            if (w->owner_len == (size_t)who->len &&
-                memcmp(w->owner, who->str, w->owner_len) == 0 &&
-                w->m->channel_len == (size_t)ch->len &&
-                memcmp(w->m->channel, ch->str, (size_t)ch->len) == 0) {
-                w->woken = 1;
-                pthread_cond_signal(&w->cv);
+            if (w->owner_len != who_len ||
+                memcmp(w->owner, msg->str, who_len) != 0 ||
+                !channel_of(c, w->m, ch->str, (size_t)ch->len))
+                continue;
+            /* A grant for another acquisition of this thread (one that
+             * gave up) is not this wait's: the next attempt sorts it out. */
+            if (grant && w->nonce != nonce)
+                continue;
+            if (grant) {
+                w->granted = 1;
+                w->grant_token = token;
+                w->grant_ms = grant_ms;
             }
+            w->woken = 1;
+            pthread_cond_signal(&w->cv);
         }
     } else if (is_str(kind, "subscribe")) {
         s = sub_find(c, ch->str, (size_t)ch->len);

@@ -4,9 +4,12 @@
  * A waiter joins the lock's queue in Redis with its first attempt (arrival
  * order is decided by Redis, not by who retries fastest) and then sleeps
  * on its own condition variable until one of:
- *  - the background thread saw a wake message naming this waiter: the
- *    releasing script publishes the first live waiter's owner id on the
- *    lock's channel when it frees the lock;
+ *  - the background thread saw a grant naming this waiter and this wait's
+ *    nonce: the releasing script hands the lock to the first live waiter
+ *    and publishes the grant on that waiter's client's channel. The waiter
+ *    then holds the lock without another round trip. Its lease is counted
+ *    from before its first attempt of this wait, which was sent before the
+ *    grant could happen, so the count is never later than Redis's;
  *  - the current lease or the head waiter's place runs out (the hint the
  *    acquire script returned): a holder that crashed, or a message that
  *    was lost, never strands a waiter longer than that;
@@ -27,6 +30,7 @@
  * down) the sleep is a random delay in [backoff_min_ms, backoff_max_ms],
  * so that many waiters do not retry in step.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,6 +70,23 @@ static void unregister_waiter(rlock_client *c, rlock__waiter *w)
     pthread_cond_destroy(&w->cv);
 }
 
+/*
+ * Takes a grant that arrived for this wait (mu held). Returns 1 if the
+ * calling thread now holds the lock. A grant whose lease would already
+ * have ended by our count is not taken: the next attempt claims it afresh
+ * with a new lease if it is still ours.
+ */
+static int accept_grant(rlock_mutex *m, rlock__waiter *w, int64_t t_first)
+{
+    if (!w->granted)
+        return 0;
+    w->granted = 0;
+    if (rlock__now_ns() >= t_first + w->grant_ms * RLOCK__NS_PER_MS)
+        return 0;
+    return rlock__hold_record(m, rlock__thread_number(), w->grant_token, 1,
+                              t_first, w->grant_ms) == RLOCK_OK;
+}
+
 static struct timespec ns_to_ts(int64_t ns)
 {
     struct timespec ts;
@@ -80,15 +101,23 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     rlock_client *c = m->c;
     rlock__waiter w;
     int64_t keepalive_ms = c->opts.waiter_ttl_ms / 3;
+    int64_t t_first;
     int rc, attempted = 0, waited_for_sub = 0;
 
     register_waiter(c, &w, m);
+    w.nonce = rlock__new_nonce(c);
+    t_first = rlock__now_ns();
     for (;;) {
         int64_t hint_ms = -1, sleep_ms, now, until;
         int subscribed = 0;
         struct timespec ts;
 
         pthread_mutex_lock(&c->mu);
+        if (accept_grant(m, &w, t_first)) {
+            pthread_mutex_unlock(&c->mu);
+            rc = RLOCK_OK;
+            break;
+        }
         w.woken = 0;
         /* The first attempt needs no subscription unless the mutex has one
          * already: an uncontended lock costs one round trip and no
@@ -118,13 +147,20 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         }
         pthread_mutex_unlock(&c->mu);
 
-        rc = rlock__try_acquire(m, 'w', &hint_ms);
+        rc = rlock__try_acquire(m, 'w', w.nonce, &hint_ms);
         attempted = 1;
         if (rc != RLOCK_EBUSY)
             break;
 
         now = rlock__now_ns();
         if (!forever && now >= deadline_ns) {
+            pthread_mutex_lock(&c->mu);
+            rc = accept_grant(m, &w, t_first);
+            pthread_mutex_unlock(&c->mu);
+            if (rc) {
+                rc = RLOCK_OK;
+                break;
+            }
             rc = rlock__fail(c, RLOCK_ETIMEDOUT,
                              "lock not obtained within the wait");
             break;
@@ -158,13 +194,16 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
          * queued behind it, and when this call returns its place is gone.
          * Keep the detail of the timeout, not of the cancel. */
         char owner[RLOCK__OWNER_MAX];
+        char nonce[24];
         rlock__owner(c, rlock__thread_number(), owner);
+        snprintf(nonce, sizeof nonce, "%llu", (unsigned long long)w.nonce);
+        /* With the nonce: a grant that raced with giving up is returned. */
         if (rlock__cancel_now(c, m->keys, m->key_lens, m->channel,
-                              m->channel_len, owner, "") != RLOCK_OK)
-            rlock__defer_cancel(m, 0);
+                              m->channel_len, owner, nonce) != RLOCK_OK)
+            rlock__defer_cancel(m, w.nonce);
         rlock__fail(c, rc, "lock not obtained within the wait");
     } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL) {
-        rlock__defer_cancel(m, 0);
+        rlock__defer_cancel(m, w.nonce);
     }
     return rc;
 }

@@ -2,6 +2,10 @@
  * Lease timers, run by the background thread.
  *
  * Watchdog holds (lease_ms = 0) are renewed every third of their lease.
+ * A hold handed over by a release may have been granted a shorter lease
+ * than it asked for (no longer than its place in the queue had left); it
+ * is topped up to its own lease at a third of the granted one, watchdog or
+ * not, and that top-up does not count as a renewal.
  * All renewals that are due, or will be within a quarter of that period,
  * go to Redis in one script call: one round trip per tick however many
  * locks the client holds. A renewal checks owner and token, so it can never
@@ -35,14 +39,21 @@ typedef struct {
 
 static int64_t period_ns(const rlock__hold *h)
 {
-    return h->lease_ms * RLOCK__NS_PER_MS / 3;
+    return h->cur_lease_ms * RLOCK__NS_PER_MS / 3;
+}
+
+static int topping_up(const rlock__hold *h)
+{
+    return h->cur_lease_ms < h->lease_ms;
 }
 
 static int may_renew(const rlock__hold *h)
 {
-    return h->watchdog && !h->lost && !h->renewing && !h->releasing &&
-           (h->m->opts.max_renewals == 0 ||
-            h->renewals < h->m->opts.max_renewals);
+    if (h->lost || h->renewing || h->releasing)
+        return 0;
+    return topping_up(h) ||
+           (h->watchdog && (h->m->opts.max_renewals == 0 ||
+                            h->renewals < h->m->opts.max_renewals));
 }
 
 static void mark_lost(rlock__hold *h)
@@ -103,8 +114,10 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
             h->renew_at = rlock__now_ns() + retry;
         } else if (r->element[i]->type == REDIS_REPLY_INTEGER &&
                    r->element[i]->integer == 1) {
+            if (!topping_up(h))
+                h->renewals++;
+            h->cur_lease_ms = h->lease_ms;
             h->valid_until = t_send + h->lease_ms * RLOCK__NS_PER_MS;
-            h->renewals++;
             h->renew_at = t_send + period_ns(h);
         } else if (!h->releasing) {
             mark_lost(h);

@@ -223,7 +223,11 @@ TEST(fencing_tokens_increase_after_expiry_and_delete)
         switch (i) {
         case 0: CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK); break;
         case 1: rt_sleep_ms(150); break; /* expires */
-        case 2: CHECK_INT(rt_cmd_int(s, "DEL {rlock:fenced}"), ==, 1); break;
+        case 2:
+            /* Deleted under its holder, which learns of it at unlock. */
+            CHECK_INT(rt_cmd_int(s, "DEL {rlock:fenced}"), ==, 1);
+            CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+            break;
         default: CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK); break;
         }
     }
@@ -330,7 +334,8 @@ TEST(binary_names_share_one_cluster_slot)
     rt_server *cluster = rt_server_start(&so);
     rt_server *s = rt_server_start(NULL);
     rlock_client *c = rt_client(rt_server_url(s), NULL);
-    static const char *suffix[] = {"", ":fence", ":queue", ":qttl", ":wake"};
+    static const char *suffix[] = {"", ":fence", ":queue", ":qttl",
+                                   ":qinfo", ":wake"};
     static const struct {
         const char *name;
         size_t len;

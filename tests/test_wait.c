@@ -18,12 +18,13 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static long long numsub(rt_server *s, const char *channel)
+/* Channels with subscribers whose name starts with prefix (each client
+ * listens on the lock's wake channel followed by ":<client id>"). */
+static long long numsub(rt_server *s, const char *prefix)
 {
-    redisReply *r = rt_cmd(s, "PUBSUB NUMSUB %s", channel);
-    long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2
-                      ? r->element[1]->integer
-                      : -1;
+    redisReply *r = rt_cmd(s, "PUBSUB CHANNELS %s:*", prefix);
+    long long n = r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+
     freeReplyObject(r);
     return n;
 }
@@ -429,5 +430,65 @@ TEST(a_reply_later_than_the_lease_is_not_a_hold)
     RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:late}") == 0, 2000);
     rlock_mutex_free(l.m);
     rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+struct bg_lock {
+    rlock_mutex *m;
+    int rc;
+    uint64_t token;
+    volatile int done;
+};
+
+static void *lock_in_thread(void *p)
+{
+    struct bg_lock *b = p;
+
+    b->rc = rlock_mutex_lock(b->m);
+    b->token = rlock_mutex_token(b->m);
+    b->done = 1;
+    if (b->rc == RLOCK_OK)
+        rlock_mutex_unlock(b->m);
+    return NULL;
+}
+
+TEST(a_grant_for_another_acquisition_is_ignored)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma = rt_mutex(a, "stale", NULL);
+    struct bg_lock w = {rt_mutex(b, "stale", NULL), 0, 0, 0};
+    redisReply *head;
+    char client[64];
+    pthread_t th;
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    pthread_create(&th, NULL, lock_in_thread, &w);
+    RT_WAIT_UNTIL(numsub(s, "{rlock:stale}:wake") == 1, 5000);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:stale}:queue") == 1, 5000);
+    head = rt_cmd(s, "LINDEX {rlock:stale}:queue 0");
+    CHECK(head->type == REDIS_REPLY_STRING);
+    snprintf(client, sizeof client, "%.*s", (int)strcspn(head->str, ":"),
+             head->str);
+    /* A grant naming this waiter but an acquisition it is not making (an
+     * earlier wait of the same thread that gave up, say). */
+    {
+        char channel[128], msg[128];
+        snprintf(channel, sizeof channel, "{rlock:stale}:wake:%s", client);
+        snprintf(msg, sizeof msg, "%s 999 987654321 30000", head->str);
+        CHECK_INT(rt_cmd_int(s, "PUBLISH %s %s", channel, msg), ==, 1);
+    }
+    freeReplyObject(head);
+    rt_sleep_ms(300);
+    CHECK(!w.done);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    pthread_join(th, NULL);
+    CHECK_RC(w.rc, RLOCK_OK);
+    CHECK(w.token != 999 && w.token > 1);
+    rlock_mutex_free(w.m);
+    rlock_mutex_free(ma);
+    rlock_client_close(a);
+    rlock_client_close(b);
     rt_server_stop(s);
 }
