@@ -34,6 +34,7 @@ const char *rlock_strerror(int err)
     case RLOCK_EREDIS: return "Redis returned an error";
     case RLOCK_EPROTO: return "unexpected reply from Redis";
     case RLOCK_EIO: return "connection to Redis failed or timed out";
+    case RLOCK_ECANCELED: return "wait cancelled";
     default: return "unknown error code";
     }
 }

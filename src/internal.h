@@ -260,6 +260,7 @@ struct rlock_client {
     /* The mutex whose on_lost is running now; rlock_mutex_free waits for
      * it to return. */
     const rlock_mutex *in_callback;
+    unsigned cancel_gen; /* bumped by rlock_client_cancel_waits */
     rlock__cleanup *cleanups; /* abandoned attempts still to undo */
     uint64_t next_attempt;    /* nonces of acquire requests (atomic) */
     pthread_cond_t callback_cv;

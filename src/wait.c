@@ -102,9 +102,13 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     rlock__waiter w;
     int64_t keepalive_ms = c->opts.waiter_ttl_ms / 3;
     int64_t t_first;
+    unsigned cancel_gen;
     int rc, attempted = 0, waited_for_sub = 0;
 
     register_waiter(c, &w, m);
+    pthread_mutex_lock(&c->mu);
+    cancel_gen = c->cancel_gen;
+    pthread_mutex_unlock(&c->mu);
     w.nonce = rlock__new_nonce(c);
     t_first = rlock__now_ns();
     for (;;) {
@@ -116,6 +120,11 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         if (accept_grant(m, &w, t_first)) {
             pthread_mutex_unlock(&c->mu);
             rc = RLOCK_OK;
+            break;
+        }
+        if (c->cancel_gen != cancel_gen) {
+            pthread_mutex_unlock(&c->mu);
+            rc = rlock__fail(c, RLOCK_ECANCELED, "the wait was cancelled");
             break;
         }
         w.woken = 0;
@@ -189,7 +198,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         pthread_mutex_unlock(&c->mu);
     }
     unregister_waiter(c, &w);
-    if (rc == RLOCK_ETIMEDOUT) {
+    if (rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECANCELED) {
         /* Leave no trace: a waiter that gives up must not hold up those
          * queued behind it, and when this call returns its place is gone.
          * Keep the detail of the timeout, not of the cancel. */
@@ -201,7 +210,9 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         if (rlock__cancel_now(c, m->keys, m->key_lens, m->channel,
                               m->channel_len, owner, nonce) != RLOCK_OK)
             rlock__defer_cancel(m, w.nonce);
-        rlock__fail(c, rc, "lock not obtained within the wait");
+        rlock__fail(c, rc, rc == RLOCK_ETIMEDOUT
+                               ? "lock not obtained within the wait"
+                               : "the wait was cancelled");
     } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL) {
         rlock__defer_cancel(m, w.nonce);
     }

@@ -12,7 +12,8 @@ TEST(strerror_names_every_code)
     int codes[] = {RLOCK_OK,      RLOCK_EINVAL,   RLOCK_ENOMEM,
                    RLOCK_ECONNECT, RLOCK_ETIMEDOUT, RLOCK_EBUSY,
                    RLOCK_ENOTOWNER, RLOCK_ELOST,   RLOCK_EAUTH,
-                   RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO};
+                   RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
+                   RLOCK_ECANCELED};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {

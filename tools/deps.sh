@@ -3,7 +3,7 @@
 # any is missing. Needs root or sudo only when something must be installed.
 set -euo pipefail
 
-pkgs=(cmake make gcc clang pkg-config libhiredis-dev redis-server)
+pkgs=(cmake make gcc clang pkg-config libhiredis-dev redis-server redis-tools procps util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

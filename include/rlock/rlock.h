@@ -70,6 +70,7 @@ extern "C" {
 #define RLOCK_EREDIS (-9)     /* Redis answered with an error reply */
 #define RLOCK_EPROTO (-10)    /* Redis answered something unexpected */
 #define RLOCK_EIO (-11)       /* connection lost or command timed out */
+#define RLOCK_ECANCELED (-12) /* the wait was cancelled */
 #define RLOCK_EUNKNOWN (-12)  /* the outcome of a write is not known */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
@@ -191,6 +192,26 @@ RLOCK_API void rlock_client_close(rlock_client *c);
  * rlock call on this thread. Thread-safe.
  */
 RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
+
+/*
+ * Makes every rlock_mutex_lock / rlock_mutex_timedlock currently waiting
+ * on client c return RLOCK_ECANCELED (after leaving the lock's queue).
+ * Calls that start later wait normally. For example a program's signal
+ * handling thread calls it on SIGINT. Not async-signal-safe. Thread-safe.
+ */
+RLOCK_API void rlock_client_cancel_waits(rlock_client *c);
+
+typedef struct rlock_server_info {
+    char version[32]; /* redis_version, e.g. "7.0.15" */
+    int64_t rtt_us;   /* one PING round trip, in microseconds */
+} rlock_server_info;
+
+/*
+ * Sends PING and INFO server: fills *info with the server's version and
+ * the round-trip time of the PING. Returns RLOCK_OK, RLOCK_EINVAL (NULL
+ * argument), or a connection error as rlock_mutex_lock. Thread-safe.
+ */
+RLOCK_API int rlock_client_ping(rlock_client *c, rlock_server_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* Mutex                                                                    */
@@ -327,6 +348,36 @@ RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
  */
 RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
                          int (*fn)(void *arg, uint64_t token), void *arg);
+
+/* ------------------------------------------------------------------------ */
+/* Administration                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rlock_status {
+    int held;              /* 1 if some owner holds the lock */
+    char holder[64];       /* its owner id ("<client id>:<thread>"), or "" */
+    int64_t count;         /* its hold count (0 if free) */
+    int64_t lease_ms;      /* remaining lease in ms (-1 if free) */
+    uint64_t token;        /* fencing token of the current hold (0 if free) */
+    uint64_t last_token;   /* last token ever handed out for this name */
+    int64_t waiters;       /* owners queued for the lock, alive */
+} rlock_status;
+
+/*
+ * Reads the lock's state in one atomic step, without changing anything.
+ * Returns RLOCK_OK, RLOCK_EINVAL (NULL argument), RLOCK_EREDIS (for example
+ * WRONGTYPE), or a connection error. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
+
+/*
+ * Administrative release: removes the lock whoever holds it (its holder's
+ * next unlock or renewal reports RLOCK_ELOST) and hands it to the first
+ * queued waiter. If removed is not NULL it receives what was removed
+ * (removed->held = 0 if the lock was free). Returns RLOCK_OK, RLOCK_EINVAL,
+ * RLOCK_EREDIS or a connection error. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,59 @@
+/*
+ * rlock(1): shared declarations of the tool. The tool uses only the public
+ * rlock API, as curl's tool uses only libcurl's.
+ */
+#ifndef RLOCK_CLI_H
+#define RLOCK_CLI_H
+
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+/* Exit codes (documented in the README and rlock(1)). */
+#define EXIT_CONFLICT_DEFAULT 1 /* lock not obtained (flock(1)'s) */
+#define EXIT_USAGE 64           /* EX_USAGE: bad arguments or URL */
+#define EXIT_UNAVAILABLE 69     /* EX_UNAVAILABLE: Redis unreachable */
+#define EXIT_SOFTWARE 70        /* EX_SOFTWARE: internal error */
+#define EXIT_OSERR 71           /* EX_OSERR: fork, pipe, ... failed */
+#define EXIT_PROTOCOL 76        /* EX_PROTOCOL: Redis error reply */
+#define EXIT_NOPERM 77          /* EX_NOPERM: authentication refused */
+#define EXIT_LOST 79            /* the lock was lost while COMMAND ran */
+#define EXIT_CANNOT_EXEC 126    /* COMMAND found but not executable */
+#define EXIT_NOT_FOUND 127      /* COMMAND not found */
+
+struct cli {
+    const char *prog;
+    const char *url;       /* as given (never printed: see url_shown) */
+    char url_shown[512];   /* the URL with its password hidden */
+    int url_given;         /* --redis was given */
+};
+
+/* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms.
+ * Returns 0, or -1 for anything else (including negative and huge). */
+int parse_duration(const char *s, int64_t *ms);
+
+/* Picks the URL (--redis, $RLOCK_URL, $REDIS_URL, default) and fills
+ * url_shown. */
+void cli_pick_url(struct cli *cli, const char *given);
+
+/* Opens a client or prints one line naming the URL and the cause, and
+ * returns NULL with *exit_code set. */
+rlock_client *cli_open(struct cli *cli, int *exit_code);
+
+/* Maps an rlock error code to the tool's exit code. */
+int exit_code_for(int rc);
+
+/* Prints "rlock: <what>: <strerror>: <detail>" naming the URL. */
+void cli_error(struct cli *cli, rlock_client *c, const char *what, int rc);
+
+int cmd_run(struct cli *cli, int argc, char **argv);
+int cmd_status(struct cli *cli, int argc, char **argv);
+int cmd_unlock(struct cli *cli, int argc, char **argv);
+int cmd_ping(struct cli *cli, int argc, char **argv);
+int cmd_demo(struct cli *cli, int argc, char **argv);
+
+/* Usage texts (help.c); they match rlock(1). */
+void usage_main(FILE *out);
+int usage_for(const char *cmd, FILE *out); /* 0, or -1 if unknown */
+
+#endif

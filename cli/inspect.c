@@ -1,0 +1,161 @@
+/*
+ * rlock status, rlock unlock --force, rlock ping: looking at locks and the
+ * server, and the operator's release.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+static void print_status(const char *name, const rlock_status *st, int json)
+{
+    if (json) {
+        printf("{\"name\":");
+        json_string(stdout, name);
+        printf(",\"held\":%s,\"holder\":", st->held ? "true" : "false");
+        if (st->held)
+            json_string(stdout, st->holder);
+        else
+            printf("null");
+        printf(",\"count\":%lld,\"lease_ms\":%lld,\"token\":%llu,"
+               "\"last_token\":%llu,\"waiters\":%lld}\n",
+               (long long)st->count, (long long)st->lease_ms,
+               (unsigned long long)(st->held ? st->token : st->last_token),
+               (unsigned long long)st->last_token, (long long)st->waiters);
+        return;
+    }
+    if (st->held)
+        printf("%s: held by %s, count %lld, lease %.3fs left, token %llu, "
+               "%lld waiting\n",
+               name, st->holder, (long long)st->count,
+               (double)st->lease_ms / 1000.0, (unsigned long long)st->token,
+               (long long)st->waiters);
+    else
+        printf("%s: free, last token %llu, %lld waiting\n", name,
+               (unsigned long long)st->last_token, (long long)st->waiters);
+}
+
+int cmd_status(struct cli *cli, int argc, char **argv)
+{
+    rlock_client *c;
+    int i = 1, json = 0, code = 0;
+
+    if (i < argc && strcmp(argv[i], "--json") == 0) {
+        json = 1;
+        i++;
+    }
+    if (i < argc && strcmp(argv[i], "--") == 0)
+        i++;
+    if (i >= argc) {
+        fprintf(stderr, "rlock status: name at least one lock\n");
+        return EXIT_USAGE;
+    }
+    for (int k = i; k < argc; k++) {
+        if (!*argv[k] || strlen(argv[k]) > RLOCK_NAME_MAX) {
+            fprintf(stderr, "rlock status: bad lock name '%s'\n", argv[k]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!(c = cli_open(cli, &code)))
+        return code;
+    for (; i < argc; i++) {
+        int err;
+        rlock_status st;
+        rlock_mutex *m = rlock_mutex_new(c, argv[i], NULL, &err);
+        if (!m) {
+            cli_error(cli, c, argv[i], err);
+            code = exit_code_for(err);
+            break;
+        }
+        err = rlock_mutex_status(m, &st);
+        rlock_mutex_free(m);
+        if (err != RLOCK_OK) {
+            cli_error(cli, c, argv[i], err);
+            code = exit_code_for(err);
+            break;
+        }
+        print_status(argv[i], &st, json);
+    }
+    rlock_client_close(c);
+    return code;
+}
+
+int cmd_unlock(struct cli *cli, int argc, char **argv)
+{
+    rlock_client *c;
+    rlock_mutex *m;
+    rlock_status st;
+    int err, code = 0;
+
+    if (argc != 3 || strcmp(argv[1], "--force") != 0) {
+        fprintf(stderr, "usage: rlock unlock --force NAME\n"
+                        "(only an administrative release exists: a lock is "
+                        "released by whoever holds it)\n");
+        return EXIT_USAGE;
+    }
+    if (!*argv[2] || strlen(argv[2]) > RLOCK_NAME_MAX) {
+        fprintf(stderr, "rlock unlock: bad lock name '%s'\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    if (!(c = cli_open(cli, &code)))
+        return code;
+    m = rlock_mutex_new(c, argv[2], NULL, &err);
+    if (m)
+        err = rlock_mutex_force_unlock(m, &st);
+    if (err != RLOCK_OK) {
+        cli_error(cli, c, argv[2], err);
+        code = exit_code_for(err);
+    } else if (st.held) {
+        printf("%s: removed the hold of %s (count %lld, token %llu); the "
+               "first waiter, if any, has it now\n",
+               argv[2], st.holder, (long long)st.count,
+               (unsigned long long)st.token);
+    } else {
+        printf("%s: was not held; nothing removed\n", argv[2]);
+        code = 1;
+    }
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    return code;
+}
+
+int cmd_ping(struct cli *cli, int argc, char **argv)
+{
+    rlock_server_info info;
+    rlock_client *c;
+    int err, code = 0;
+
+    (void)argv;
+    if (argc != 1) {
+        fprintf(stderr, "usage: rlock [--redis URL] ping\n");
+        return EXIT_USAGE;
+    }
+    if (!(c = cli_open(cli, &code)))
+        return code;
+    err = rlock_client_ping(c, &info);
+    if (err != RLOCK_OK) {
+        cli_error(cli, c, "ping", err);
+        code = exit_code_for(err);
+    } else {
+        printf("PONG from %s: redis %s, round trip %.3f ms\n", cli->url_shown,
+               info.version[0] ? info.version : "(unknown version)",
+               (double)info.rtt_us / 1000.0);
+    }
+    rlock_client_close(c);
+    return code;
+}

@@ -1,0 +1,70 @@
+/*
+ * rlock(1): global options and the choice of subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int is_help(const char *a)
+{
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli cli;
+    const char *url = NULL, *cmd;
+    int i = 1;
+
+    memset(&cli, 0, sizeof cli);
+    cli.prog = "rlock";
+    while (i < argc && argv[i][0] == '-') {
+        if (strcmp(argv[i], "--redis") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "rlock: --redis needs a URL\n");
+                return EXIT_USAGE;
+            }
+            url = argv[i + 1];
+            i += 2;
+        } else if (strncmp(argv[i], "--redis=", 8) == 0) {
+            url = argv[i] + 8;
+            i++;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("rlock %s (library %s)\n", RLOCK_VERSION_STRING,
+                   rlock_version());
+            return 0;
+        } else if (is_help(argv[i])) {
+            usage_main(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "rlock: unknown option %s (see rlock --help)\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage_main(stderr);
+        return EXIT_USAGE;
+    }
+    cmd = argv[i];
+    if (i + 1 < argc && is_help(argv[i + 1])) {
+        if (usage_for(cmd, stdout) == 0)
+            return 0;
+    }
+    cli_pick_url(&cli, url);
+    argc -= i;
+    argv += i;
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(&cli, argc, argv);
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(&cli, argc, argv);
+    if (strcmp(cmd, "unlock") == 0)
+        return cmd_unlock(&cli, argc, argv);
+    if (strcmp(cmd, "ping") == 0)
+        return cmd_ping(&cli, argc, argv);
+    if (strcmp(cmd, "demo") == 0)
+        return cmd_demo(&cli, argc, argv);
+    fprintf(stderr, "rlock: unknown command '%s' (see rlock --help)\n", cmd);
+    return EXIT_USAGE;
+}
