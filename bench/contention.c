@@ -25,6 +25,8 @@
 #include <hiredis/hiredis.h>
 #include <rlock/rlock.h>
 
+#include "raw.h"
+
 #define MAX_WAITS 200000
 
 static double now_s(void)
@@ -33,21 +35,6 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static redisContext *raw_connect(const char *url)
-{
-    char host[256], path[256];
-    int port = 6379;
-
-    if (strncmp(url, "unix://", 7) == 0) {
-        snprintf(path, sizeof path, "%s", url + 7);
-        path[strcspn(path, "?")] = '\0';
-        return redisConnectUnix(path);
-    }
-    if (sscanf(url, "redis://%255[^:/]:%d", host, &port) < 1)
-        return NULL;
-    return redisConnect(host, port);
 }
 
 /* Shared with the workers through an anonymous shared mapping. */

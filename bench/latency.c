@@ -17,6 +17,8 @@
 #include <hiredis/hiredis.h>
 #include <rlock/rlock.h>
 
+#include "raw.h"
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -41,23 +43,6 @@ static void report(const char *what, double *v, int n)
         sum += v[i];
     printf("%-28s mean %7.1f us  median %7.1f us  p99 %7.1f us\n", what,
            sum / n, v[n / 2], v[n * 99 / 100]);
-}
-
-/* A hiredis connection to the same place as url (tcp or unix). */
-static redisContext *raw_connect(const char *url)
-{
-    char host[256];
-    int port = 6379;
-
-    if (strncmp(url, "unix://", 7) == 0) {
-        char path[256];
-        snprintf(path, sizeof path, "%s", url + 7);
-        path[strcspn(path, "?")] = '\0';
-        return redisConnectUnix(path);
-    }
-    if (sscanf(url, "redis://%255[^:/]:%d", host, &port) < 1)
-        return NULL;
-    return redisConnect(host, port);
 }
 
 int main(int argc, char **argv)
