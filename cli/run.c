@@ -274,16 +274,21 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     for (;;) {
         struct pollfd p[2] = {{h.done_pipe[0], POLLIN, 0}, {sfd, POLLIN, 0}};
         struct signalfd_siginfo si;
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
+        if (poll(p, 2, -1) < 0)
+            continue; /* EINTR; nothing else is expected of two pipes */
         if (p[0].revents)
             break;
         if (p[1].revents && read(sfd, &si, sizeof si) == sizeof si &&
             si.ssi_signo != SIGCHLD) {
             /* Interrupted before COMMAND started: stop waiting, and
              * release the lock if it was obtained meanwhile. */
+            struct pollfd d = {h.done_pipe[0], POLLIN, 0};
             char b;
-            rlock_client_cancel_waits(c);
+            /* The holder may not be waiting yet (a wait that starts after
+             * a cancel is not cancelled): cancel until it reports. */
+            do
+                rlock_client_cancel_waits(c);
+            while (poll(&d, 1, 50) <= 0);
             while (read(h.done_pipe[0], &b, 1) < 0 && errno == EINTR)
                 ;
             if (h.rc == RLOCK_OK)

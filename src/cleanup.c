@@ -111,19 +111,6 @@ void rlock__defer_cancel(rlock_mutex *m, uint64_t attempt)
     pthread_mutex_unlock(&c->mu);
 }
 
-static int waiting(rlock_client *c, const rlock__cleanup *j)
-{
-    rlock__waiter *w;
-
-    for (w = c->waiters; w; w = w->next)
-        if (strcmp(w->owner, j->owner) == 0 &&
-            w->m->key_lens[RLOCK__K_LOCK] == j->key_lens[RLOCK__K_LOCK] &&
-            memcmp(w->m->keys[RLOCK__K_LOCK], j->keys[RLOCK__K_LOCK],
-                   j->key_lens[RLOCK__K_LOCK]) == 0)
-            return 1;
-    return 0;
-}
-
 void rlock__cleanup_step(rlock_client *c, int64_t *next)
 {
     int64_t now = rlock__now_ns();
@@ -139,13 +126,6 @@ void rlock__cleanup_step(rlock_client *c, int64_t *next)
             continue;
         }
         *p = j->next; /* taken off the list while mu is released */
-        if (!j->attempt[0] && waiting(c, j)) {
-            /* The thread waits for this lock again: its queue place is
-             * current, and it will remove it itself if it gives up. */
-            cleanup_free(j);
-            p = &c->cleanups;
-            continue;
-        }
         pthread_mutex_unlock(&c->mu);
         rc = rlock__cancel_now(c, j->keys, j->key_lens, j->channel,
                                j->channel_len, j->owner, j->attempt);

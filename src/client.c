@@ -209,6 +209,7 @@ void rlock__client_after_fork_check(rlock_client *c)
         free(h);
     }
     c->waiters = NULL;
+    c->in_callback = NULL;
     c->bg_running = 0;
     c->bg_stop = 0;
     c->sub_up = 0;

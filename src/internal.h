@@ -158,6 +158,9 @@ typedef struct rlock__hold {
     int lost;              /* the hold is gone (unlock will say ELOST) */
     int notify;            /* on_lost is still to be called */
     int releasing;         /* an unlock that may end the hold is in flight */
+    int release_unknown;   /* a final unlock's reply was lost: it may have
+                              released the lock already */
+    int extending;         /* rlock_mutex_extend is in flight */
     int renewing;          /* a renewal of this hold is in flight */
 } rlock__hold;
 
@@ -292,8 +295,9 @@ uint64_t rlock__new_nonce(rlock_client *c);
 /* Attempts the acquire script once. mode: 't' try, 'w' wait (queue); a
  * thread that holds the lock re-enters instead. On RLOCK_OK the hold is
  * recorded; RLOCK_EBUSY leaves *hint_ms set to how long the current
- * holder's lease lasts at most. */
-int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
+ * holder's lease lasts at most. If the attempt had to be undone, *nonce
+ * is replaced by a fresh one for the attempts that follow. */
+int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce,
                        int64_t *hint_ms);
 /* Records (or updates) the calling thread's hold after Redis granted it:
  * lease counted from t0, Redis having set granted_ms of it so far (mu

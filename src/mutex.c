@@ -160,12 +160,16 @@ static int bad_reply(rlock_client *c, const char *script)
                        script);
 }
 
-/* Undoes an attempt whose outcome is unknown or unwanted: the owner leaves
- * the queue and gives up the hold this very attempt may have taken. The
- * caller already waited for Redis once; the background thread does it. */
-static void abandon(rlock_mutex *m, uint64_t attempt)
+/* Undoes an attempt whose outcome is unknown or unwanted: the acquisition
+ * leaves the queue and gives up the hold it may have taken. The caller
+ * already waited for Redis once; the background thread does it. The nonce
+ * is spent: should the caller try again, it does so under a new one, so
+ * that the undo, whenever it arrives, cannot touch what the new attempts
+ * take. */
+static void abandon(rlock_mutex *m, uint64_t *nonce)
 {
-    rlock__defer_cancel(m, attempt);
+    rlock__defer_cancel(m, *nonce);
+    *nonce = rlock__new_nonce(m->c);
 }
 
 static int reply_int(const redisReply *r, long long *v)
@@ -186,8 +190,12 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
 {
     rlock_client *c = m->c;
     rlock__hold *h = rlock__hold_find(c, m, thread);
-    int rc;
+    int rc = rlock__bg_ensure(c);
 
+    /* The background thread first: a hold nobody renews or watches must
+     * not be recorded. */
+    if (rc != RLOCK_OK)
+        return rc;
     if (!h) {
         h = calloc(1, sizeof *h);
         if (!h)
@@ -207,25 +215,25 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
     h->notify = 0;
     h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS;
     h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
-    rc = rlock__bg_ensure(c);
-    if (rc == RLOCK_OK)
-        rlock__bg_kick(c);
-    return rc;
+    rlock__bg_kick(c);
+    return RLOCK_OK;
 }
 
-int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
+int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
                        int64_t *hint_ms)
 {
     rlock_client *c = m->c;
     uint64_t thread = rlock__thread_number();
     int64_t lease = hold_lease_ms(m), t0, now;
     char owner[RLOCK__OWNER_MAX], lease_s[24], ttl_s[24], mode_s[2];
-    char nonce_s[24];
-    const char *args[6];
-    size_t lens[6];
+    char nonce_s[24], count_s[24], token_s[24];
+    const char *args[8];
+    size_t lens[8];
     redisReply *r = NULL;
     long long status, count;
-    uint64_t token;
+    uint64_t token, nonce = *nonce_io;
+    int64_t had_count = 0;
+    uint64_t had_token = 0;
     rlock__hold *h;
     int rc;
 
@@ -235,8 +243,11 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
         rlock__hold_remove(c, h); /* reported already; start afresh */
         h = NULL;
     }
-    if (h)
+    if (h) {
         mode = 'r';
+        had_count = h->count;
+        had_token = h->token;
+    }
     pthread_mutex_unlock(&c->mu);
 
     lens[0] = rlock__owner(c, thread, owner);
@@ -254,17 +265,23 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
     lens[4] = m->channel_len;
     args[5] = nonce_s;
     lens[5] = (size_t)snprintf(nonce_s, sizeof nonce_s, "%" PRIu64, nonce);
+    args[6] = count_s;
+    lens[6] = (size_t)snprintf(count_s, sizeof count_s, "%" PRId64, had_count);
+    args[7] = token_s;
+    lens[7] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, had_token);
 
     /* The lease is counted from before the request left: whatever Redis
      * did, it did after this instant, so our idea of the lease end is never
      * later than Redis's. */
     t0 = rlock__now_ns();
     rc = rlock__eval(c, RLOCK__S_ACQUIRE, &r, RLOCK__K_COUNT,
-                     (const char **)m->keys, m->key_lens, 6, args, lens);
+                     (const char **)m->keys, m->key_lens, 8, args, lens);
     if (rc != RLOCK_OK) {
-        /* A lost reply may hide a success: never report it, undo it. */
+        /* A lost reply may hide a success: never report it, undo it. (A
+         * re-entry needs no undo: counts are set, not added, so the
+         * owner's next request makes Redis agree with it again.) */
         if (rc == RLOCK_EIO && mode != 'r')
-            abandon(m, nonce);
+            abandon(m, nonce_io);
         return rc;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -307,7 +324,7 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
          * stalled network): the hold may already belong to someone else,
          * so it is not reported as ours. */
         if (mode != 'r')
-            abandon(m, nonce);
+            abandon(m, nonce_io);
         if (hint_ms)
             *hint_ms = 0;
         return rlock__fail(c, RLOCK_EBUSY,
@@ -318,7 +335,7 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t nonce,
     rc = rlock__hold_record(m, thread, token, count, t0, lease);
     pthread_mutex_unlock(&c->mu);
     if (rc != RLOCK_OK && mode != 'r')
-        abandon(m, nonce);
+        abandon(m, nonce_io);
     return rc;
 }
 
@@ -327,7 +344,8 @@ int rlock_mutex_trylock(rlock_mutex *m)
     if (!m)
         return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
     rlock__client_after_fork_check(m->c);
-    return rlock__try_acquire(m, 't', rlock__new_nonce(m->c), NULL);
+    uint64_t nonce = rlock__new_nonce(m->c);
+    return rlock__try_acquire(m, 't', &nonce, NULL);
 }
 
 int rlock_mutex_lock(rlock_mutex *m)
@@ -349,7 +367,8 @@ int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms)
         return rlock__fail(m->c, RLOCK_EINVAL,
                            "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX);
     if (wait_ms == 0) {
-        rc = rlock__try_acquire(m, 't', rlock__new_nonce(m->c), NULL);
+        uint64_t nonce = rlock__new_nonce(m->c);
+        rc = rlock__try_acquire(m, 't', &nonce, NULL);
         return rc == RLOCK_EBUSY
                    ? rlock__fail(m->c, RLOCK_ETIMEDOUT, "lock is busy")
                    : rc;
@@ -359,15 +378,23 @@ int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms)
 }
 
 /* Looks up the calling thread's hold for unlock/extend. On RLOCK_OK the
- * hold's token is in *token and mu is released. */
+ * hold's token and count are in *token and *count and mu is released. An
+ * extend waits for a renewal in flight, and keeps renewals off the hold
+ * until it is done, so that the last lease Redis set is the one the client
+ * records. */
 static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
-                    int64_t *count)
+                    int64_t *count, int *unknown, int extending)
 {
     rlock_client *c = m->c;
     rlock__hold *h;
 
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(c, m, thread);
+    for (;;) {
+        h = rlock__hold_find(c, m, thread);
+        if (!h || !extending || !h->renewing)
+            break;
+        pthread_cond_wait(&c->callback_cv, &c->mu);
+    }
     if (!h) {
         pthread_mutex_unlock(&c->mu);
         return rlock__fail(c, RLOCK_ENOTOWNER,
@@ -380,11 +407,13 @@ static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
                            "the hold was lost before this call");
     }
     *token = h->token;
-    if (count) {
-        *count = h->count;
-        if (h->count == 1)
-            h->releasing = 1;
-    }
+    *count = h->count;
+    if (unknown)
+        *unknown = h->release_unknown;
+    if (extending)
+        h->extending = 1;
+    else if (h->count == 1)
+        h->releasing = 1;
     pthread_mutex_unlock(&c->mu);
     return RLOCK_OK;
 }
@@ -394,20 +423,20 @@ int rlock_mutex_unlock(rlock_mutex *m)
     rlock_client *c;
     uint64_t thread, token = 0;
     int64_t count = 0;
-    char owner[RLOCK__OWNER_MAX], token_s[24];
-    const char *args[3];
-    size_t lens[3];
+    char owner[RLOCK__OWNER_MAX], token_s[24], count_s[24];
+    const char *args[4];
+    size_t lens[4];
     redisReply *r = NULL;
     rlock__hold *h;
     long long n = 0;
-    int rc;
+    int rc, unknown = 0;
 
     if (!m)
         return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
     c = m->c;
     rlock__client_after_fork_check(c);
     thread = rlock__thread_number();
-    if ((rc = own_hold(m, thread, &token, &count)) != RLOCK_OK)
+    if ((rc = own_hold(m, thread, &token, &count, &unknown, 0)) != RLOCK_OK)
         return rc;
 
     lens[0] = rlock__owner(c, thread, owner);
@@ -416,8 +445,10 @@ int rlock_mutex_unlock(rlock_mutex *m)
     args[1] = token_s;
     args[2] = m->channel;
     lens[2] = m->channel_len;
+    lens[3] = (size_t)snprintf(count_s, sizeof count_s, "%" PRId64, count);
+    args[3] = count_s;
     rc = rlock__eval(c, RLOCK__S_RELEASE, &r, RLOCK__K_COUNT,
-                     (const char **)m->keys, m->key_lens, 3, args, lens);
+                     (const char **)m->keys, m->key_lens, 4, args, lens);
     if (rc == RLOCK_OK && reply_int(r, &n) != 0)
         rc = bad_reply(c, "release");
     if (r)
@@ -426,8 +457,17 @@ int rlock_mutex_unlock(rlock_mutex *m)
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(c, m, thread);
     if (rc != RLOCK_OK) {
-        if (h)
+        if (h) {
             h->releasing = 0;
+            /* Redis may have released it: calling again is safe (counts
+             * are set, not subtracted), and if the hold is gone then, it
+             * is this call that released it. */
+            if (rc == RLOCK_EIO && count == 1)
+                h->release_unknown = 1;
+        }
+    } else if (n < 0 && unknown && count == 1) {
+        if (h)
+            rlock__hold_remove(c, h); /* released by the lost first try */
     } else if (n < 0) {
         if (h)
             rlock__hold_remove(c, h);
@@ -448,6 +488,7 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
 {
     rlock_client *c;
     uint64_t thread, token = 0;
+    int64_t count;
     char owner[RLOCK__OWNER_MAX], token_s[24], lease_s[24];
     const char *args[3];
     size_t lens[3];
@@ -465,7 +506,7 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
         return rlock__fail(c, RLOCK_EINVAL, "lease_ms must be 1 to %" PRId64,
                            RLOCK_MS_MAX);
     thread = rlock__thread_number();
-    if ((rc = own_hold(m, thread, &token, NULL)) != RLOCK_OK)
+    if ((rc = own_hold(m, thread, &token, &count, NULL, 1)) != RLOCK_OK)
         return rc;
 
     lens[0] = rlock__owner(c, thread, owner);
@@ -481,12 +522,17 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
         rc = bad_reply(c, "extend");
     if (r)
         freeReplyObject(r);
-    if (rc != RLOCK_OK)
-        return rc;
 
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(c, m, thread);
-    if (!ok) {
+    if (h)
+        h->extending = 0;
+    if (rc != RLOCK_OK) {
+        /* The lease may or may not have been changed: believe whichever
+         * ends first. */
+        if (h && t0 + lease_ms * RLOCK__NS_PER_MS < h->valid_until)
+            h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
+    } else if (!ok) {
         if (h)
             rlock__hold_remove(c, h);
         rc = rlock__fail(c, RLOCK_ELOST,

@@ -70,11 +70,14 @@
     "end\n"
 
 /*
- * ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce.
- *   mode 'r': re-entry (the client holds it); 't': try; 'w': wait, that
- *   is, join the queue if busy. nonce names this acquisition (all attempts
- *   of one wait share it), so that a grant or a hold whose reply was lost
- *   can be recognised and undone exactly.
+ * ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce, count, token.
+ *   mode 'r': re-entry (the client holds it with that token and count);
+ *   't': try; 'w': wait, that is, join the queue if busy. nonce names this
+ *   acquisition (all attempts of one wait share it), so that a grant or a
+ *   hold whose reply was lost can be recognised and undone exactly.
+ * Counts are set, not added to: only the owner changes its count, so
+ * "count = what I had + 1" is right even when an earlier request whose
+ * reply was lost did it already.
  * Returns {1, token, count} when held (count > 1: a re-entry); {0, hint_ms}
  * when busy, hint_ms being how long the holder's lease lasts at most; {-1}
  * when a re-entry finds the hold gone.
@@ -84,8 +87,9 @@ static const char acquire_lua[] =
     "local owner, lease, mode = ARGV[1], ARGV[2], ARGV[3]\n"
     "local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'count')\n"
     "if mode == 'r' then\n"
-    "  if h[1] ~= owner then return {-1} end\n"
-    "  local n = redis.call('HINCRBY', KEYS[1], 'count', 1)\n"
+    "  if h[1] ~= owner or h[2] ~= ARGV[8] then return {-1} end\n"
+    "  local n = tonumber(ARGV[7]) + 1\n"
+    "  redis.call('HSET', KEYS[1], 'count', n)\n"
     "  redis.call('PEXPIRE', KEYS[1], lease)\n"
     "  return {1, h[2], n}\n"
     "end\n"
@@ -130,18 +134,22 @@ static const char acquire_lua[] =
     "return {1, token, 1}\n";
 
 /*
- * ARGV: owner, token, channel.
- * Returns the remaining hold count (0: released, and handed to the first
- * live waiter if there is one), or -1 if this owner's hold with this token
- * is not there (expired, deleted, or another owner's lock, which is left
- * untouched).
+ * ARGV: owner, token, channel, count (what the owner holds before this
+ * release). Sets the count to count - 1, so a release retried after a lost
+ * reply never releases twice. Returns the remaining count (0: released,
+ * and handed to the first live waiter if there is one), or -1 if this
+ * owner's hold with this token is not there (expired, deleted, released
+ * by the lost first try, or another owner's lock, which is left untouched).
  */
 static const char release_lua[] =
     PRELUDE
     "local h = redis.call('HMGET', KEYS[1], 'owner', 'token')\n"
     "if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return -1 end\n"
-    "local n = redis.call('HINCRBY', KEYS[1], 'count', -1)\n"
-    "if n > 0 then return n end\n"
+    "local n = tonumber(ARGV[4]) - 1\n"
+    "if n > 0 then\n"
+    "  redis.call('HSET', KEYS[1], 'count', n)\n"
+    "  return n\n"
+    "end\n"
     "redis.call('DEL', KEYS[1])\n"
     "grant_head(ARGV[3])\n"
     "return 0\n";
@@ -169,20 +177,21 @@ static const char renew_lua[] =
     "end\n"
     "return out\n";
 
-/* ARGV: owner, channel, nonce. A waiter gives up: it leaves the queue,
- * and with a nonce ('' for none) it also gives back a hold that this
- * acquisition took without learning it (a grant still on its way, or an
- * attempt whose reply was lost); a hold of a later acquisition has another
- * nonce and is left alone. A free lock then goes to the first live
- * waiter. */
+/* ARGV: owner, channel, nonce. An acquisition is given up: the owner's
+ * place in the queue goes if that acquisition made it (its qinfo names the
+ * nonce), and a hold that acquisition took without learning it (a grant
+ * still on its way, or an attempt whose reply was lost) is given back.
+ * Places and holds of a later acquisition carry another nonce and are left
+ * alone. A free lock then goes to the first live waiter. */
 static const char cancel_lua[] =
     PRELUDE
-    "dequeue(ARGV[1])\n"
-    "if ARGV[3] ~= '' then\n"
-    "  local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')\n"
-    "  if h[1] == ARGV[1] and h[2] == ARGV[3] then\n"
-    "    redis.call('DEL', KEYS[1])\n"
-    "  end\n"
+    "local info = redis.call('HGET', KEYS[5], ARGV[1])\n"
+    "if not info or string.match(info, ' (%d+)$') == ARGV[3] then\n"
+    "  dequeue(ARGV[1])\n"
+    "end\n"
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')\n"
+    "if h[1] == ARGV[1] and h[2] == ARGV[3] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
     "end\n"
     "if redis.call('EXISTS', KEYS[1]) == 0 then grant_head(ARGV[2]) end\n"
     "return 1\n";

@@ -279,10 +279,10 @@ static void handle(rlock_client *c, const redisReply *r)
                 !channel_of(c, w->m, ch->str, (size_t)ch->len))
                 continue;
             /* A grant for another acquisition of this thread (one that
-             * gave up) is not this wait's: the next attempt sorts it out. */
-            if (grant && w->nonce != nonce)
-                continue;
-            if (grant) {
+             * gave up) is not this wait's to take; but the lock may be
+             * this owner's now, so try again at once: the attempt claims
+             * it with a lease of its own. */
+            if (grant && w->nonce == nonce) {
                 w->granted = 1;
                 w->grant_token = token;
                 w->grant_ms = grant_ms;

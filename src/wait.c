@@ -38,13 +38,14 @@
 #include "internal.h"
 
 static void register_waiter(rlock_client *c, rlock__waiter *w,
-                            const rlock_mutex *m)
+                            const rlock_mutex *m, uint64_t nonce)
 {
     pthread_condattr_t ca;
 
     memset(w, 0, sizeof *w);
     w->m = m;
     w->owner_len = rlock__owner(c, rlock__thread_number(), w->owner);
+    w->nonce = nonce;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
@@ -102,15 +103,16 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     rlock__waiter w;
     int64_t keepalive_ms = c->opts.waiter_ttl_ms / 3;
     int64_t t_first;
+    uint64_t nonce; /* this acquisition's; w.nonce is the subscriber's copy */
     unsigned cancel_gen;
     int rc, attempted = 0, waited_for_sub = 0;
 
-    register_waiter(c, &w, m);
+    nonce = rlock__new_nonce(c);
+    t_first = rlock__now_ns();
+    register_waiter(c, &w, m, nonce);
     pthread_mutex_lock(&c->mu);
     cancel_gen = c->cancel_gen;
     pthread_mutex_unlock(&c->mu);
-    w.nonce = rlock__new_nonce(c);
-    t_first = rlock__now_ns();
     for (;;) {
         int64_t hint_ms = -1, sleep_ms, now, until;
         int subscribed = 0;
@@ -156,8 +158,18 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         }
         pthread_mutex_unlock(&c->mu);
 
-        rc = rlock__try_acquire(m, 'w', w.nonce, &hint_ms);
+        rc = rlock__try_acquire(m, 'w', &nonce, &hint_ms);
         attempted = 1;
+        if (nonce != w.nonce) {
+            /* The attempt was undone and its nonce spent: a grant under the
+             * old one is no longer ours to take, and the next attempts
+             * (which refresh our place) carry the new one. */
+            pthread_mutex_lock(&c->mu);
+            w.nonce = nonce;
+            w.granted = 0;
+            t_first = rlock__now_ns(); /* before the next attempt */
+            pthread_mutex_unlock(&c->mu);
+        }
         if (rc != RLOCK_EBUSY)
             break;
 
@@ -203,18 +215,19 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
          * queued behind it, and when this call returns its place is gone.
          * Keep the detail of the timeout, not of the cancel. */
         char owner[RLOCK__OWNER_MAX];
-        char nonce[24];
+        char nonce_s[24];
         rlock__owner(c, rlock__thread_number(), owner);
-        snprintf(nonce, sizeof nonce, "%llu", (unsigned long long)w.nonce);
+        snprintf(nonce_s, sizeof nonce_s, "%llu", (unsigned long long)nonce);
         /* With the nonce: a grant that raced with giving up is returned. */
         if (rlock__cancel_now(c, m->keys, m->key_lens, m->channel,
-                              m->channel_len, owner, nonce) != RLOCK_OK)
-            rlock__defer_cancel(m, w.nonce);
+                              m->channel_len, owner, nonce_s) != RLOCK_OK)
+            rlock__defer_cancel(m, nonce);
         rlock__fail(c, rc, rc == RLOCK_ETIMEDOUT
                                ? "lock not obtained within the wait"
                                : "the wait was cancelled");
-    } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL) {
-        rlock__defer_cancel(m, w.nonce);
+    } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL && rc != RLOCK_EIO) {
+        /* (After RLOCK_EIO the failed attempt queued its own undo.) */
+        rlock__defer_cancel(m, nonce);
     }
     return rc;
 }

@@ -49,7 +49,7 @@ static int topping_up(const rlock__hold *h)
 
 static int may_renew(const rlock__hold *h)
 {
-    if (h->lost || h->renewing || h->releasing)
+    if (h->lost || h->renewing || h->releasing || h->extending)
         return 0;
     return topping_up(h) ||
            (h->watchdog && (h->m->opts.max_renewals == 0 ||
@@ -114,10 +114,11 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
             h->renew_at = rlock__now_ns() + retry;
         } else if (r->element[i]->type == REDIS_REPLY_INTEGER &&
                    r->element[i]->integer == 1) {
+            /* What this request set, not what the hold asks for now. */
             if (!topping_up(h))
                 h->renewals++;
-            h->cur_lease_ms = h->lease_ms;
-            h->valid_until = t_send + h->lease_ms * RLOCK__NS_PER_MS;
+            h->cur_lease_ms = rn[i].lease_ms;
+            h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS;
             h->renew_at = t_send + period_ns(h);
         } else if (!h->releasing) {
             mark_lost(h);
@@ -125,6 +126,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
     }
     if (r)
         freeReplyObject(r);
+    pthread_cond_broadcast(&c->callback_cv); /* extends wait for this */
 }
 
 static void renew_due(rlock_client *c)

@@ -71,7 +71,6 @@ extern "C" {
 #define RLOCK_EPROTO (-10)    /* Redis answered something unexpected */
 #define RLOCK_EIO (-11)       /* connection lost or command timed out */
 #define RLOCK_ECANCELED (-12) /* the wait was cancelled */
-#define RLOCK_EUNKNOWN (-12)  /* the outcome of a write is not known */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
