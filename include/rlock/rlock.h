@@ -17,7 +17,12 @@
  * a hold count, and the lock is released when unlock has been called as many
  * times as lock. Two threads of one process are two owners and exclude each
  * other like two processes do. A forked child is never the owner of its
- * parent's holds.
+ * parent's holds: on its first call a client inherited through fork()
+ * takes a new identity and new connections, and forgets (without
+ * releasing) the parent's holds. In the child, make that first call from
+ * one thread before others use the client. fork() itself waits until the
+ * client's background thread is idle, so the child never inherits it
+ * mid-work.
  *
  * Every hold has a lease: if the owner dies, Redis forgets the lock after at
  * most the lease and another owner can take it. With lease_ms = 0 the client
