@@ -2,23 +2,9 @@
  * Operators' API: a lock's status, the administrative release, ping, and
  * cancelling waits.
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "harness/test.h"
-
-struct waiter {
-    rlock_mutex *m;
-    int rc;
-};
-
-static void *wait_for_lock(void *p)
-{
-    struct waiter *w = p;
-
-    w->rc = rlock_mutex_lock(w->m);
-    return NULL;
-}
 
 TEST(status_force_unlock_ping_and_cancel)
 {
@@ -26,20 +12,20 @@ TEST(status_force_unlock_ping_and_cancel)
     rlock_client *a = rt_client(rt_server_url(s), NULL);
     rlock_client *b = rt_client(rt_server_url(s), NULL);
     rlock_mutex *ma = rt_mutex(a, "admin", NULL);
-    struct waiter w = {rt_mutex(b, "admin", NULL), 0};
+    rlock_mutex *mb = rt_mutex(b, "admin", NULL);
+    rt_locker w;
     rlock_server_info info;
     rlock_status st;
     redisReply *r;
-    pthread_t th;
 
     CHECK_RC(rlock_mutex_status(ma, &st), RLOCK_OK);
     CHECK(!st.held && st.count == 0 && st.lease_ms == -1 && st.token == 0);
     CHECK(st.last_token == 0 && st.waiters == 0 && st.holder[0] == '\0');
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
-    pthread_create(&th, NULL, wait_for_lock, &w);
+    rt_locker_start(&w, mb, 0);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:admin}:queue") == 1, 5000);
-    CHECK_RC(rlock_mutex_status(w.m, &st), RLOCK_OK);
+    CHECK_RC(rlock_mutex_status(mb, &st), RLOCK_OK);
     r = rt_cmd(s, "HGET {rlock:admin} owner");
     CHECK(st.held && strcmp(st.holder, r->str) == 0);
     freeReplyObject(r);
@@ -50,17 +36,15 @@ TEST(status_force_unlock_ping_and_cancel)
 
     /* Cancelling b's waits: its lock call returns, its place is gone. */
     rlock_client_cancel_waits(b);
-    pthread_join(th, NULL);
-    CHECK_RC(w.rc, RLOCK_ECANCELED);
+    CHECK_RC(rt_locker_join(&w), RLOCK_ECANCELED);
     CHECK_INT(rt_cmd_int(s, "LLEN {rlock:admin}:queue"), ==, 0);
 
     /* A later wait is not cancelled; the force release hands it over. */
-    pthread_create(&th, NULL, wait_for_lock, &w);
+    rt_locker_start(&w, mb, 0);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:admin}:queue") == 1, 5000);
     CHECK_RC(rlock_mutex_force_unlock(ma, &st), RLOCK_OK);
     CHECK(st.held && st.count == 2 && st.token > 0);
-    pthread_join(th, NULL);
-    CHECK_RC(w.rc, RLOCK_OK);
+    CHECK_RC(rt_locker_join(&w), RLOCK_OK);
     CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
     CHECK_RC(rlock_mutex_force_unlock(ma, &st), RLOCK_OK); /* b's now */
     CHECK(st.held && st.count == 1);
@@ -74,7 +58,7 @@ TEST(status_force_unlock_ping_and_cancel)
     CHECK_RC(rlock_mutex_status(ma, NULL), RLOCK_EINVAL);
 
     rlock_mutex_free(ma);
-    rlock_mutex_free(w.m);
+    rlock_mutex_free(mb);
     rlock_client_close(a);
     rlock_client_close(b);
     rt_server_stop(s);

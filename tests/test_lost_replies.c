@@ -4,7 +4,6 @@
  * client must end up agreeing with Redis, never holding less than it
  * believes, and never releasing twice.
  */
-#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -87,19 +86,6 @@ static void slow_on_lost(rlock_mutex *m, void *arg)
     callback_busy = 0;
 }
 
-struct bg_lock {
-    rlock_mutex *m;
-    int rc;
-};
-
-static void *lock_thread(void *p)
-{
-    struct bg_lock *b = p;
-
-    b->rc = rlock_mutex_lock(b->m);
-    return NULL;
-}
-
 TEST(undo_of_a_late_attempt_never_removes_the_hold_taken_after_it)
 {
     rt_server *s = rt_server_start(NULL);
@@ -108,8 +94,8 @@ TEST(undo_of_a_late_attempt_never_removes_the_hold_taken_after_it)
     rlock_client *other = rt_client(rt_server_url(s), NULL);
     rlock_mutex_opts o;
     rlock_mutex *busy, *mo;
-    struct bg_lock b;
-    pthread_t th;
+    rlock_mutex *late;
+    rt_locker b;
 
     rlock_client_opts_init(&co);
     co.command_timeout_ms = 10000; /* late, not timed out */
@@ -121,7 +107,7 @@ TEST(undo_of_a_late_attempt_never_removes_the_hold_taken_after_it)
     busy = rt_mutex(c, "keeps-bg-busy", &o);
     o.on_lost = NULL;
     o.lease_ms = 2000;
-    b.m = rt_mutex(c, "late-undo", &o);
+    late = rt_mutex(c, "late-undo", &o);
 
     /* The background thread will sit in a slow callback... */
     CHECK_RC(rlock_mutex_lock(busy), RLOCK_OK);
@@ -130,11 +116,10 @@ TEST(undo_of_a_late_attempt_never_removes_the_hold_taken_after_it)
      * ended. Its undo is queued for the background thread; the waiter
      * tries again, and finds the lock is its own. */
     rt_server_pause(s);
-    pthread_create(&th, NULL, lock_thread, &b);
+    rt_locker_start(&b, late, 0);
     rt_sleep_ms(2200); /* longer than the lease */
     rt_server_resume(s);
-    pthread_join(th, NULL);
-    CHECK_RC(b.rc, RLOCK_OK);
+    CHECK_RC(rt_locker_join(&b), RLOCK_OK);
     CHECK(callback_busy); /* the undo has not been sent yet */
     RT_WAIT_UNTIL(!callback_busy, 5000);
     rt_sleep_ms(200); /* the background thread sends the queued undo */
@@ -149,7 +134,7 @@ TEST(undo_of_a_late_attempt_never_removes_the_hold_taken_after_it)
         CHECK(st.held && st.count == 1);
     }
     CHECK_RC(rlock_mutex_unlock(busy), RLOCK_ELOST);
-    rlock_mutex_free(b.m);
+    rlock_mutex_free(late);
     rlock_mutex_free(busy);
     rlock_mutex_free(mo);
     rlock_client_close(c);

@@ -433,38 +433,19 @@ TEST(a_reply_later_than_the_lease_is_not_a_hold)
     rt_server_stop(s);
 }
 
-struct bg_lock {
-    rlock_mutex *m;
-    int rc;
-    uint64_t token;
-    volatile int done;
-};
-
-static void *lock_in_thread(void *p)
-{
-    struct bg_lock *b = p;
-
-    b->rc = rlock_mutex_lock(b->m);
-    b->token = rlock_mutex_token(b->m);
-    b->done = 1;
-    if (b->rc == RLOCK_OK)
-        rlock_mutex_unlock(b->m);
-    return NULL;
-}
-
 TEST(a_grant_for_another_acquisition_is_ignored)
 {
     rt_server *s = rt_server_start(NULL);
     rlock_client *a = rt_client(rt_server_url(s), NULL);
     rlock_client *b = rt_client(rt_server_url(s), NULL);
     rlock_mutex *ma = rt_mutex(a, "stale", NULL);
-    struct bg_lock w = {rt_mutex(b, "stale", NULL), 0, 0, 0};
+    rlock_mutex *mb = rt_mutex(b, "stale", NULL);
+    rt_locker w;
     redisReply *head;
     char client[64];
-    pthread_t th;
 
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
-    pthread_create(&th, NULL, lock_in_thread, &w);
+    rt_locker_start(&w, mb, 1);
     RT_WAIT_UNTIL(numsub(s, "{rlock:stale}:wake") == 1, 5000);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:stale}:queue") == 1, 5000);
     head = rt_cmd(s, "LINDEX {rlock:stale}:queue 0");
@@ -483,10 +464,9 @@ TEST(a_grant_for_another_acquisition_is_ignored)
     rt_sleep_ms(300);
     CHECK(!w.done);
     CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
-    pthread_join(th, NULL);
-    CHECK_RC(w.rc, RLOCK_OK);
+    CHECK_RC(rt_locker_join(&w), RLOCK_OK);
     CHECK(w.token != 999 && w.token > 1);
-    rlock_mutex_free(w.m);
+    rlock_mutex_free(mb);
     rlock_mutex_free(ma);
     rlock_client_close(a);
     rlock_client_close(b);

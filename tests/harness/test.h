@@ -8,6 +8,7 @@
 #define RLOCK_TEST_TEST_H
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,21 @@ void rt_fail(const char *file, int line, const char *fmt, ...)
             rt_sleep_ms(2);                                                    \
         }                                                                      \
     } while (0)
+
+/* rlock_mutex_lock(m) on a thread of its own (the hold belongs to that
+ * thread). With unlock_after, the thread unlocks once it holds the lock.
+ * rt_locker_join waits for the thread and returns the lock's result. */
+typedef struct rt_locker {
+    rlock_mutex *m;
+    int unlock_after;
+    int rc;
+    uint64_t token;       /* the hold's token, 0 if none */
+    volatile int done;    /* the lock call returned */
+    pthread_t thread;
+} rt_locker;
+
+void rt_locker_start(rt_locker *l, rlock_mutex *m, int unlock_after);
+int rt_locker_join(rt_locker *l);
 
 /* Helpers shared by the tests (harness/util.c). */
 int64_t rt_now_ms(void);

@@ -89,3 +89,32 @@ int rt_wait(pid_t pid)
         return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 }
+
+static void *locker_main(void *p)
+{
+    rt_locker *l = p;
+
+    l->rc = rlock_mutex_lock(l->m);
+    l->token = l->rc == RLOCK_OK ? rlock_mutex_token(l->m) : 0;
+    l->done = 1;
+    if (l->rc == RLOCK_OK && l->unlock_after)
+        rlock_mutex_unlock(l->m);
+    return NULL;
+}
+
+void rt_locker_start(rt_locker *l, rlock_mutex *m, int unlock_after)
+{
+    l->m = m;
+    l->unlock_after = unlock_after;
+    l->rc = 0;
+    l->token = 0;
+    l->done = 0;
+    if (pthread_create(&l->thread, NULL, locker_main, l) != 0)
+        rt_fail(__FILE__, __LINE__, "pthread_create failed");
+}
+
+int rt_locker_join(rt_locker *l)
+{
+    pthread_join(l->thread, NULL);
+    return l->rc;
+}
