@@ -28,9 +28,14 @@ struct cli {
     int url_given;         /* --redis was given */
 };
 
-/* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms.
- * Returns 0, or -1 for anything else (including negative and huge). */
+/* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms:
+ * digits, an optional fraction, an optional unit. Returns 0, or -1 for
+ * anything else (signs, spaces, exponents, hex, huge values). */
 int parse_duration(const char *s, int64_t *ms);
+
+/* Parses a decimal integer in [lo, hi] (option values such as -E 3 or
+ * --workers 8). Returns 0, or -1 for anything else. */
+int parse_number(const char *s, long lo, long hi, long *out);
 
 /* Picks the URL (--redis, $RLOCK_URL, $REDIS_URL, default) and fills
  * url_shown. */

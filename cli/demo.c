@@ -210,9 +210,8 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
-            char *e;
-            long v = strtol(argv[++i], &e, 10);
-            if (*e || v < 1 || v > MAX_WORKERS) {
+            long v;
+            if (parse_number(argv[++i], 1, MAX_WORKERS, &v) != 0) {
                 fprintf(stderr, "rlock demo: --workers takes 1 to %d\n",
                         MAX_WORKERS);
                 return EXIT_USAGE;
@@ -230,6 +229,14 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
             fprintf(stderr, "usage: rlock demo [--workers N] [--seconds S]\n");
             return EXIT_USAGE;
         }
+    }
+    if (cli->url_given) {
+        /* A URL that cannot work fails here, not once per worker. */
+        int code;
+        rlock_client *c = cli_open(cli, &code);
+        if (!c)
+            return code;
+        rlock_client_close(c);
     }
     if (!mkdtemp(dir)) {
         fprintf(stderr, "rlock demo: mkdtemp: %s\n", strerror(errno));

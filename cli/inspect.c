@@ -53,27 +53,35 @@ static void print_status(const char *name, const rlock_status *st, int json)
 int cmd_status(struct cli *cli, int argc, char **argv)
 {
     rlock_client *c;
-    int i = 1, json = 0, code = 0;
+    int i, k, json = 0, code = 0, names = 0, opts_end = 0;
 
-    if (i < argc && strcmp(argv[i], "--json") == 0) {
-        json = 1;
-        i++;
+    /* Options may come anywhere before "--"; names after it may start
+     * with '-'. Names are moved to the front of argv[1..]. */
+    for (i = 1; i < argc; i++) {
+        if (!opts_end && strcmp(argv[i], "--") == 0) {
+            opts_end = 1;
+        } else if (!opts_end && strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "rlock status: unknown option %s (see rlock "
+                            "status --help)\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        } else if (!*argv[i] || strlen(argv[i]) > RLOCK_NAME_MAX) {
+            fprintf(stderr, "rlock status: bad lock name '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        } else {
+            argv[1 + names++] = argv[i];
+        }
     }
-    if (i < argc && strcmp(argv[i], "--") == 0)
-        i++;
-    if (i >= argc) {
+    if (names == 0) {
         fprintf(stderr, "rlock status: name at least one lock\n");
         return EXIT_USAGE;
     }
-    for (int k = i; k < argc; k++) {
-        if (!*argv[k] || strlen(argv[k]) > RLOCK_NAME_MAX) {
-            fprintf(stderr, "rlock status: bad lock name '%s'\n", argv[k]);
-            return EXIT_USAGE;
-        }
-    }
     if (!(c = cli_open(cli, &code)))
         return code;
-    for (; i < argc; i++) {
+    for (k = 0; k < names; k++) {
+        i = 1 + k;
         int err;
         rlock_status st;
         rlock_mutex *m = rlock_mutex_new(c, argv[i], NULL, &err);
@@ -103,9 +111,8 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
     int err, code = 0;
 
     if (argc != 3 || strcmp(argv[1], "--force") != 0) {
-        fprintf(stderr, "usage: rlock unlock --force NAME\n"
-                        "(only an administrative release exists: a lock is "
-                        "released by whoever holds it)\n");
+        fprintf(stderr, "usage: rlock unlock --force NAME (an operator's "
+                        "release; holders release their own locks)\n");
         return EXIT_USAGE;
     }
     if (!*argv[2] || strlen(argv[2]) > RLOCK_NAME_MAX) {

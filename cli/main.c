@@ -27,9 +27,19 @@ int main(int argc, char **argv)
             }
             url = argv[i + 1];
             i += 2;
+            if (!*url) {
+                fprintf(stderr, "rlock: --redis needs a URL, got an empty "
+                                "one\n");
+                return EXIT_USAGE;
+            }
         } else if (strncmp(argv[i], "--redis=", 8) == 0) {
             url = argv[i] + 8;
             i++;
+            if (!*url) {
+                fprintf(stderr, "rlock: --redis needs a URL, got an empty "
+                                "one\n");
+                return EXIT_USAGE;
+            }
         } else if (strcmp(argv[i], "--version") == 0) {
             printf("rlock %s (library %s)\n", RLOCK_VERSION_STRING,
                    rlock_version());
@@ -44,7 +54,7 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc) {
-        usage_main(stderr);
+        fprintf(stderr, "rlock: no command given (see rlock --help)\n");
         return EXIT_USAGE;
     }
     cmd = argv[i];

@@ -31,6 +31,7 @@ struct holder {
     int nonblock;
     int64_t wait_ms; /* < 0: forever */
     int rc;          /* result of the acquire */
+    int gave_up;     /* rc is a conflict: held, or not obtained in time */
     char errmsg[512]; /* its detail: error details are kept per thread */
     int unlock_rc;
     uint64_t token;
@@ -42,13 +43,23 @@ static void *holder_main(void *p)
 {
     struct holder *h = p;
     char b;
+    struct timespec t0, t1;
 
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (h->nonblock)
         h->rc = rlock_mutex_trylock(h->m);
     else if (h->wait_ms < 0)
         h->rc = rlock_mutex_lock(h->m);
     else
         h->rc = rlock_mutex_timedlock(h->m, h->wait_ms);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* RLOCK_ETIMEDOUT also means a server that did not answer; only a
+     * wait that lasted its whole length is a conflict (exit 1, as flock). */
+    h->gave_up = h->rc == RLOCK_EBUSY ||
+                 (h->rc == RLOCK_ETIMEDOUT && !h->nonblock &&
+                  (t1.tv_sec - t0.tv_sec) * 1000 +
+                          (t1.tv_nsec - t0.tv_nsec) / 1000000 >=
+                      h->wait_ms);
     h->token = h->rc == RLOCK_OK ? rlock_mutex_token(h->m) : 0;
     snprintf(h->errmsg, sizeof h->errmsg, "%s",
              rlock_client_errmsg(rlock_mutex_client(h->m)));
@@ -181,12 +192,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             }
         } else if (strcmp(a, "-E") == 0 ||
                    strcmp(a, "--conflict-exit-code") == 0) {
-            char *end;
             long v;
             if (need_arg(i, argc, a))
                 return EXIT_USAGE;
-            v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > 255) {
+            if (parse_number(argv[++i], 0, 255, &v) != 0) {
                 fprintf(stderr, "rlock run: %s takes a number from 0 to 255\n",
                         a);
                 return EXIT_USAGE;
@@ -305,7 +314,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     }
     if (h.rc != RLOCK_OK) {
         pthread_join(th, NULL);
-        if (h.rc == RLOCK_EBUSY || h.rc == RLOCK_ETIMEDOUT) {
+        if (h.gave_up) {
             if (h.nonblock)
                 fprintf(stderr, "rlock run: %s is held by another owner\n",
                         name);

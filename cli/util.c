@@ -2,6 +2,7 @@
  * The tool's small shared pieces: durations, the Redis URL and its
  * password, error lines and exit codes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,29 +13,58 @@
 
 int parse_duration(const char *s, int64_t *ms)
 {
+    const char *p = s;
     char *end;
-    double v, scale = 1000;
+    double v, scale;
 
-    if (!s || !*s || *s == '-' || *s == '+' || strchr(s, ' '))
+    /* Digits, an optional fraction, an optional unit: nothing that strtod
+     * would also take (signs, spaces, hex, exponents, inf, nan). */
+    if (!s || !isdigit((unsigned char)*p))
+        return -1;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    if (strcmp(p, "ms") == 0)
+        scale = 1;
+    else if (strcmp(p, "s") == 0 || *p == '\0')
+        scale = 1000;
+    else if (strcmp(p, "m") == 0)
+        scale = 60 * 1000;
+    else if (strcmp(p, "h") == 0)
+        scale = 3600 * 1000;
+    else
         return -1;
     errno = 0;
     v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v < 0)
-        return -1;
-    if (strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "s") == 0 || *end == '\0')
-        scale = 1000;
-    else if (strcmp(end, "m") == 0)
-        scale = 60 * 1000;
-    else if (strcmp(end, "h") == 0)
-        scale = 3600 * 1000;
-    else
+    if (errno || end != p || !isfinite(v))
         return -1;
     v *= scale;
     if (v > (double)RLOCK_MS_MAX)
         return -1;
     *ms = (int64_t)(v + 0.5);
+    return 0;
+}
+
+int parse_number(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+
+    /* strtol would skip leading spaces and take a '+'. */
+    if (!s || !(isdigit((unsigned char)s[0]) ||
+                (s[0] == '-' && isdigit((unsigned char)s[1]))))
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
     return 0;
 }
 
@@ -76,6 +106,7 @@ int exit_code_for(int rc)
     case RLOCK_OK: return 0;
     case RLOCK_EINVAL: return EXIT_USAGE;
     case RLOCK_ECONNECT:
+    case RLOCK_ETIMEDOUT:
     case RLOCK_EIO: return EXIT_UNAVAILABLE;
     case RLOCK_EAUTH: return EXIT_NOPERM;
     case RLOCK_EREDIS:

@@ -9,27 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-static int64_t str_int(const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return strtoll(r->str, NULL, 10);
-    return 0;
-}
-
-static void copy_holder(rlock_status *st, const redisReply *r)
-{
-    size_t n = 0;
-
-    if (r->type == REDIS_REPLY_STRING) {
-        n = (size_t)r->len < sizeof st->holder - 1 ? (size_t)r->len
-                                                   : sizeof st->holder - 1;
-        memcpy(st->holder, r->str, n);
-    }
-    st->holder[n] = '\0';
-}
+#include "reply.h"
 
 int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
 {
@@ -44,20 +24,11 @@ int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
                      (const char **)m->keys, m->key_lens, 0, NULL, NULL);
     if (rc != RLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
-        freeReplyObject(r);
+    rc = rlock__parse_status(r, st);
+    freeReplyObject(r);
+    if (rc != RLOCK_OK)
         return rlock__fail(m->c, RLOCK_EPROTO,
                            "unexpected reply to the status script");
-    }
-    memset(st, 0, sizeof *st);
-    copy_holder(st, r->element[0]);
-    st->held = st->holder[0] != '\0';
-    st->count = st->held ? str_int(r->element[1]) : 0;
-    st->token = st->held ? (uint64_t)str_int(r->element[2]) : 0;
-    st->lease_ms = st->held ? str_int(r->element[3]) : -1;
-    st->last_token = (uint64_t)str_int(r->element[4]);
-    st->waiters = str_int(r->element[5]);
-    freeReplyObject(r);
     return RLOCK_OK;
 }
 
@@ -80,20 +51,11 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
                      (const char **)m->keys, m->key_lens, 1, args, lens);
     if (rc != RLOCK_OK)
         return rc;
-    memset(removed, 0, sizeof *removed);
-    removed->lease_ms = -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-        copy_holder(removed, r->element[0]);
-        removed->held = 1;
-        removed->count = str_int(r->element[1]);
-        removed->token = (uint64_t)str_int(r->element[2]);
-        removed->last_token = removed->token;
-    } else if (r->type != REDIS_REPLY_NIL) {
-        freeReplyObject(r);
+    rc = rlock__parse_force(r, removed);
+    freeReplyObject(r);
+    if (rc != RLOCK_OK)
         return rlock__fail(m->c, RLOCK_EPROTO,
                            "unexpected reply to the force script");
-    }
-    freeReplyObject(r);
     return RLOCK_OK;
 }
 
@@ -130,9 +92,7 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
             return rc;
         }
         if (r->type == REDIS_REPLY_STRING) {
-            const char *v = strstr(r->str, "redis_version:");
-            if (v)
-                sscanf(v + 14, "%31[^\r\n]", info->version);
+            rlock__parse_info_version(r, info->version, sizeof info->version);
         } else if (r->type == REDIS_REPLY_ERROR) {
             rc = rlock__reply_error(c, r);
         }

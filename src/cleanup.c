@@ -130,7 +130,7 @@ void rlock__cleanup_step(rlock_client *c, int64_t *next)
         rc = rlock__cancel_now(c, j->keys, j->key_lens, j->channel,
                                j->channel_len, j->owner, j->attempt);
         pthread_mutex_lock(&c->mu);
-        if (rc == RLOCK_EIO && ++j->tries < CLEANUP_TRIES) {
+        if (rlock__outcome_unknown(rc) && ++j->tries < CLEANUP_TRIES) {
             j->next_at = rlock__now_ns() + CLEANUP_SPACING_MS * RLOCK__NS_PER_MS;
             j->next = c->cleanups;
             c->cleanups = j;

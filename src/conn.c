@@ -20,6 +20,25 @@
 
 #include "internal.h"
 
+static _Thread_local int64_t tl_deadline_ns;
+
+void rlock__limit_round_trips(int64_t deadline_ns)
+{
+    tl_deadline_ns = deadline_ns;
+}
+
+int rlock__round_trip_ms(int timeout_ms)
+{
+    int64_t left;
+
+    if (tl_deadline_ns == 0)
+        return timeout_ms;
+    left = (tl_deadline_ns - rlock__now_ns()) / RLOCK__NS_PER_MS;
+    if (left < 1)
+        left = 1;
+    return left < timeout_ms ? (int)left : timeout_ms;
+}
+
 static struct timeval ms_to_tv(int ms)
 {
     struct timeval tv;
@@ -33,7 +52,8 @@ int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
                      const char *what)
 {
     if (rlock__redis_timed_out(ctx))
-        return rlock__fail(c, RLOCK_EIO, "%s: no reply from %s within %d ms",
+        return rlock__fail(c, RLOCK_ETIMEDOUT,
+                           "%s: no reply from %s within %d ms",
                            what, c->where, c->opts.command_timeout_ms);
     switch (ctx->err) {
     case REDIS_ERR_EOF:
@@ -96,6 +116,18 @@ static int as_connect_error(rlock_client *c)
     return rlock__fail(c, RLOCK_ECONNECT, "%s", detail);
 }
 
+/* A connection lost while connecting is a failure to connect; a server
+ * that accepted the connection but does not answer (stopped, overloaded)
+ * is a timeout, as it is for any other command. */
+static int handshake_error(rlock_client *c, int rc)
+{
+    if (rc == RLOCK_ETIMEDOUT)
+        return rlock__fail(c, RLOCK_ETIMEDOUT,
+                           "connecting to %s: no reply within %d ms",
+                           c->where, c->opts.connect_timeout_ms);
+    return rc == RLOCK_EIO ? as_connect_error(c) : rc;
+}
+
 /* Runs a handshake command; error replies become codes. */
 static int handshake(rlock_client *c, redisContext *ctx, int argc,
                      const char **argv, const char *what)
@@ -104,7 +136,7 @@ static int handshake(rlock_client *c, redisContext *ctx, int argc,
     int rc = roundtrip(c, ctx, &r, argc, argv, NULL, what);
 
     if (rc != RLOCK_OK)
-        return rc == RLOCK_EIO ? as_connect_error(c) : rc;
+        return handshake_error(c, rc);
     if (r->type == REDIS_REPLY_ERROR)
         rc = rlock__reply_error(c, r);
     freeReplyObject(r);
@@ -143,7 +175,8 @@ int rlock__scripts_load(rlock_client *c, redisContext *ctx)
 
 int rlock__connect(rlock_client *c, redisContext **out)
 {
-    struct timeval ct = ms_to_tv(c->opts.connect_timeout_ms);
+    struct timeval ct =
+        ms_to_tv(rlock__round_trip_ms(c->opts.connect_timeout_ms));
     redisContext *ctx;
     char db[16];
     int rc;
@@ -179,8 +212,7 @@ int rlock__connect(rlock_client *c, redisContext **out)
     }
     if (rc == RLOCK_OK && c->sha[0][0] == '\0') {
         rc = rlock__scripts_load(c, ctx);
-        if (rc == RLOCK_EIO)
-            rc = as_connect_error(c);
+        rc = handshake_error(c, rc);
     }
     if (rc != RLOCK_OK) {
         redisFree(ctx);
@@ -208,11 +240,11 @@ static int idle_conn_ok(redisContext *ctx)
 int rlock__conn_get(rlock_client *c, redisContext **out)
 {
     struct timespec until;
-    int rc;
+    int rc, wait_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
 
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += c->opts.command_timeout_ms / 1000;
-    until.tv_nsec += (long)(c->opts.command_timeout_ms % 1000) * 1000000L;
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
@@ -247,7 +279,7 @@ int rlock__conn_get(rlock_client *c, redisContext **out)
         if (pthread_cond_timedwait(&c->pool_cv, &c->pool_mu, &until) != 0 &&
             c->nidle == 0 && c->nopen >= c->opts.max_connections) {
             pthread_mutex_unlock(&c->pool_mu);
-            return rlock__fail(c, RLOCK_EIO,
+            return rlock__fail(c, RLOCK_ETIMEDOUT,
                                "no free connection to %s within %d ms",
                                c->where, c->opts.command_timeout_ms);
         }
@@ -322,6 +354,9 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
 
     rc = rlock__conn_get(c, &ctx);
     if (rc == RLOCK_OK) {
+        int reply_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
+        if (reply_ms != c->opts.command_timeout_ms)
+            redisSetTimeout(ctx, ms_to_tv(reply_ms));
         rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         /* The script cache is empty after a restart or SCRIPT FLUSH: send
          * the body once, which caches it again under the same digest. */
@@ -335,6 +370,8 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
             lens[1] = strlen(src->body);
             rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         }
+        if (reply_ms != c->opts.command_timeout_ms && rc == RLOCK_OK)
+            redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));
         rlock__conn_put(c, ctx, rc != RLOCK_OK);
     }
     if (argv != small_argv) {

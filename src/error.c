@@ -26,14 +26,14 @@ const char *rlock_strerror(int err)
     case RLOCK_EINVAL: return "invalid argument";
     case RLOCK_ENOMEM: return "out of memory";
     case RLOCK_ECONNECT: return "cannot connect to Redis";
-    case RLOCK_ETIMEDOUT: return "timed out waiting for the lock";
+    case RLOCK_ETIMEDOUT: return "timed out (waiting for the lock, or for Redis)";
     case RLOCK_EBUSY: return "lock is held by another owner";
     case RLOCK_ENOTOWNER: return "lock is not held by the caller";
     case RLOCK_ELOST: return "lock was lost (expired or taken)";
     case RLOCK_EAUTH: return "Redis authentication failed";
     case RLOCK_EREDIS: return "Redis returned an error";
     case RLOCK_EPROTO: return "unexpected reply from Redis";
-    case RLOCK_EIO: return "connection to Redis failed or timed out";
+    case RLOCK_EIO: return "connection to Redis lost";
     case RLOCK_ECANCELED: return "wait cancelled";
     default: return "unknown error code";
     }

@@ -106,6 +106,24 @@ void rlock__conn_put(rlock_client *c, redisContext *ctx, int broken);
 void rlock__pool_drain(rlock_client *c);
 
 /* Maps a context error to a code and records the detail. */
+/*
+ * Bounds the calling thread's round trips (connecting, waiting for a pooled
+ * connection, a reply) to end by deadline_ns on the monotonic clock, on top
+ * of the client's timeouts; 0 removes the bound. The background thread sets
+ * it to the earliest lease end of its client's holds, so that a slow or
+ * hung Redis cannot keep it from telling a holder its lease ran out.
+ */
+void rlock__limit_round_trips(int64_t deadline_ns);
+/* timeout_ms, or less if the calling thread's bound comes sooner (>= 1). */
+int rlock__round_trip_ms(int timeout_ms);
+
+/* A request whose reply never came (connection lost, or no reply within
+ * the command timeout) may or may not have been carried out by Redis. */
+static inline int rlock__outcome_unknown(int rc)
+{
+    return rc == RLOCK_EIO || rc == RLOCK_ETIMEDOUT;
+}
+
 int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
                      const char *what);
 /* Maps an error reply to a code and records the detail. */

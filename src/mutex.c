@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "reply.h"
 
 void rlock_mutex_opts_init(rlock_mutex_opts *o)
 {
@@ -172,14 +173,6 @@ static void abandon(rlock_mutex *m, uint64_t *nonce)
     *nonce = rlock__new_nonce(m->c);
 }
 
-static int reply_int(const redisReply *r, long long *v)
-{
-    if (r->type != REDIS_REPLY_INTEGER)
-        return -1;
-    *v = r->integer;
-    return 0;
-}
-
 uint64_t rlock__new_nonce(rlock_client *c)
 {
     return __atomic_add_fetch(&c->next_attempt, 1, __ATOMIC_RELAXED);
@@ -230,7 +223,8 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
     const char *args[8];
     size_t lens[8];
     redisReply *r = NULL;
-    long long status, count;
+    rlock__acquired a;
+    int64_t count;
     uint64_t token, nonce = *nonce_io;
     int64_t had_count = 0;
     uint64_t had_token = 0;
@@ -280,17 +274,15 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
         /* A lost reply may hide a success: never report it, undo it. (A
          * re-entry needs no undo: counts are set, not added, so the
          * owner's next request makes Redis agree with it again.) */
-        if (rc == RLOCK_EIO && mode != 'r')
+        if (rlock__outcome_unknown(rc) && mode != 'r')
             abandon(m, nonce_io);
         return rc;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        reply_int(r->element[0], &status) != 0) {
-        freeReplyObject(r);
+    rc = rlock__parse_acquire(r, &a);
+    freeReplyObject(r);
+    if (rc != RLOCK_OK)
         return bad_reply(c, "acquire");
-    }
-    if (status < 0) {
-        freeReplyObject(r);
+    if (a.status < 0) {
         pthread_mutex_lock(&c->mu);
         h = rlock__hold_find(c, m, thread);
         if (h)
@@ -299,24 +291,13 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
         return rlock__fail(c, RLOCK_ELOST,
                            "re-entry found the hold gone (expired or taken)");
     }
-    if (status == 0) {
-        long long hint;
-        if (r->elements < 2 || reply_int(r->element[1], &hint) != 0) {
-            freeReplyObject(r);
-            return bad_reply(c, "acquire");
-        }
-        freeReplyObject(r);
+    if (a.status == 0) {
         if (hint_ms)
-            *hint_ms = hint;
+            *hint_ms = a.hint_ms;
         return rlock__fail(c, RLOCK_EBUSY, "lock is held or queued for");
     }
-    if (r->elements != 3 || r->element[1]->type != REDIS_REPLY_STRING ||
-        reply_int(r->element[2], &count) != 0 || count < 1) {
-        freeReplyObject(r);
-        return bad_reply(c, "acquire");
-    }
-    token = strtoull(r->element[1]->str, NULL, 10);
-    freeReplyObject(r);
+    token = a.token;
+    count = a.count;
 
     now = rlock__now_ns();
     if (now - t0 >= lease * RLOCK__NS_PER_MS) {
@@ -428,7 +409,7 @@ int rlock_mutex_unlock(rlock_mutex *m)
     size_t lens[4];
     redisReply *r = NULL;
     rlock__hold *h;
-    long long n = 0;
+    int64_t n = 0;
     int rc, unknown = 0;
 
     if (!m)
@@ -449,7 +430,7 @@ int rlock_mutex_unlock(rlock_mutex *m)
     args[3] = count_s;
     rc = rlock__eval(c, RLOCK__S_RELEASE, &r, RLOCK__K_COUNT,
                      (const char **)m->keys, m->key_lens, 4, args, lens);
-    if (rc == RLOCK_OK && reply_int(r, &n) != 0)
+    if (rc == RLOCK_OK && rlock__parse_release(r, &n) != RLOCK_OK)
         rc = bad_reply(c, "release");
     if (r)
         freeReplyObject(r);
@@ -462,7 +443,7 @@ int rlock_mutex_unlock(rlock_mutex *m)
             /* Redis may have released it: calling again is safe (counts
              * are set, not subtracted), and if the hold is gone then, it
              * is this call that released it. */
-            if (rc == RLOCK_EIO && count == 1)
+            if (rlock__outcome_unknown(rc) && count == 1)
                 h->release_unknown = 1;
         }
     } else if (n < 0 && unknown && count == 1) {
@@ -494,7 +475,7 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     size_t lens[3];
     redisReply *r = NULL;
     rlock__hold *h;
-    long long ok = 0;
+    int ok = 0;
     int64_t t0;
     int rc;
 
@@ -518,7 +499,7 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     t0 = rlock__now_ns();
     rc = rlock__eval(c, RLOCK__S_EXTEND, &r, 1, (const char **)m->keys,
                      m->key_lens, 3, args, lens);
-    if (rc == RLOCK_OK && reply_int(r, &ok) != 0)
+    if (rc == RLOCK_OK && rlock__parse_extend(r, &ok) != RLOCK_OK)
         rc = bad_reply(c, "extend");
     if (r)
         freeReplyObject(r);

@@ -5,7 +5,8 @@
  *
  * Keys, always in this order (they share one cluster hash tag):
  *   KEYS[1] lock   hash {owner, count, token, attempt}, expires with the lease
- *   KEYS[2] fence  fencing token counter (INCR), never expires
+ *   KEYS[2] fence  fencing token counter (INCR), never expires; starts at
+ *                  the server's clock in microseconds
  *   KEYS[3] queue  list of waiting owners, oldest first
  *   KEYS[4] qttl   zset waiting owner -> deadline in server milliseconds
  *   KEYS[5] qinfo  hash waiting owner -> "lease_ms nonce" for its grant
@@ -23,6 +24,20 @@
     "local function now_ms()\n"                                                \
     "  local t = redis.call('TIME')\n"                                         \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
+    "end\n"                                                                    \
+    /* The next fencing token. A missing counter (a new name, or a Redis  */ \
+    /* that restarted without persistence, or an evicted or deleted key)   */ \
+    /* starts at the server's clock in microseconds: greater than every    */ \
+    /* token handed out before, unless that clock stepped back or tokens   */ \
+    /* were drawn faster than one per microsecond on average.              */ \
+    "local function next_token()\n"                                            \
+    "  if redis.call('EXISTS', KEYS[2]) == 0 then\n"                           \
+    "    local t = redis.call('TIME')\n"                                       \
+    "    redis.call('SET', KEYS[2],\n"                                         \
+    "               t[1] .. string.format('%06d', tonumber(t[2])))\n"          \
+    "  end\n"                                                                  \
+    /* (%d, not tostring: Lua would print 16 digits as 1.7e+15.)           */ \
+    "  return string.format('%d', redis.call('INCR', KEYS[2]))\n"             \
     "end\n"                                                                    \
     /* Takes a waiter out of the queue.                                    */ \
     "local function dequeue(who)\n"                                            \
@@ -57,13 +72,13 @@
     "  local head, dl = live_head(now)\n"                                      \
     "  if not head then return end\n"                                          \
     "  local info = redis.call('HGET', KEYS[5], head) or ''\n"                 \
-    "  local lease, nonce = string.match(info, '^(%d+) (%d+)$')\n"            \
+    "  local lease, nonce = string.match(info, '^(%d+) (%d+)$')\n"             \
     "  dequeue(head)\n"                                                        \
     "  local grant = math.min(tonumber(lease) or (dl - now), dl - now)\n"      \
     "  nonce = nonce or '0'\n"                                                 \
-    "  local token = tostring(redis.call('INCR', KEYS[2]))\n"                  \
-    "  redis.call('HSET', KEYS[1], 'owner', head, 'count', 1,\n"              \
-    "             'token', token, 'attempt', nonce)\n"                        \
+    "  local token = next_token()\n"                                           \
+    "  redis.call('HSET', KEYS[1], 'owner', head, 'count', 1,\n"               \
+    "             'token', token, 'attempt', nonce)\n"                         \
     "  redis.call('PEXPIRE', KEYS[1], grant)\n"                                \
     "  notify(channel, head, head .. ' ' .. token .. ' ' .. nonce ..\n"        \
     "         ' ' .. grant)\n"                                                 \
@@ -127,7 +142,7 @@ static const char acquire_lua[] =
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     "if head then dequeue(owner) end\n"
-    "local token = tostring(redis.call('INCR', KEYS[2]))\n"
+    "local token = next_token()\n"
     "redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token,\n"
     "           'attempt', ARGV[6])\n"
     "redis.call('PEXPIRE', KEYS[1], lease)\n"

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "reply.h"
 
 static rlock__sub *sub_find(rlock_client *c, const char *ch, size_t len)
 {
@@ -230,73 +231,41 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
     }
 }
 
-static int is_str(const redisReply *r, const char *s)
-{
-    return r->type == REDIS_REPLY_STRING && (size_t)r->len == strlen(s) &&
-           memcmp(r->str, s, (size_t)r->len) == 0;
-}
-
 static void handle(rlock_client *c, const redisReply *r)
 {
-    const redisReply *ch, *kind;
+    rlock__pubsub p;
     rlock__waiter *w;
     rlock__sub *s;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+    if (rlock__parse_pubsub(r, &p) != RLOCK_OK)
         return;
-    kind = r->element[0];
-    ch = r->element[1];
-    if (ch->type != REDIS_REPLY_STRING)
-        return;
-    if (is_str(kind, "message")) {
-        /* "<owner>" asks a waiter to try again; "<owner> <token> <nonce>
-         * <lease_ms>" tells it the lock was handed to it. */
-        const redisReply *msg = r->element[2];
-        const char *sp;
-        size_t who_len;
-        unsigned long long token = 0, nonce = 0;
-        long long grant_ms = 0;
-        int grant = 0;
-
-        if (msg->type != REDIS_REPLY_STRING)
-            return;
-        sp = memchr(msg->str, ' ', (size_t)msg->len);
-        who_len = sp ? (size_t)(sp - msg->str) : (size_t)msg->len;
-        if (sp) {
-            char rest[96];
-            size_t n = (size_t)msg->len - who_len;
-            if (n >= sizeof rest)
-                return;
-            memcpy(rest, sp, n);
-            rest[n] = '\0';
-            if (sscanf(rest, " %llu %llu %lld", &token, &nonce, &grant_ms) != 3)
-                return;
-            grant = 1;
-        }
+    if (p.kind == RLOCK__PS_MESSAGE) {
+        /* "<owner>" asks a waiter to try again; a grant tells it the lock
+         * was handed to it. */
         for (w = c->waiters; w; w = w->next) {
-            if (w->owner_len != who_len ||
-                memcmp(w->owner, msg->str, who_len) != 0 ||
-                !channel_of(c, w->m, ch->str, (size_t)ch->len))
+            if (w->owner_len != p.who_len ||
+                memcmp(w->owner, p.who, p.who_len) != 0 ||
+                !channel_of(c, w->m, p.channel, p.channel_len))
                 continue;
             /* A grant for another acquisition of this thread (one that
              * gave up) is not this wait's to take; but the lock may be
              * this owner's now, so try again at once: the attempt claims
              * it with a lease of its own. */
-            if (grant && w->nonce == nonce) {
+            if (p.grant && w->nonce == p.nonce) {
                 w->granted = 1;
-                w->grant_token = token;
-                w->grant_ms = grant_ms;
+                w->grant_token = p.token;
+                w->grant_ms = p.lease_ms;
             }
             w->woken = 1;
             pthread_cond_signal(&w->cv);
         }
-    } else if (is_str(kind, "subscribe")) {
-        s = sub_find(c, ch->str, (size_t)ch->len);
+    } else if (p.kind == RLOCK__PS_SUBSCRIBE) {
+        s = sub_find(c, p.channel, p.channel_len);
         if (s && s->state == RLOCK__SUB_SENT) {
             s->state = RLOCK__SUB_ACTIVE;
             /* Waiters that were waiting for the subscription retry now:
              * a release before this point sent no message they heard. */
-            wake_waiters(c, ch->str, (size_t)ch->len);
+            wake_waiters(c, p.channel, p.channel_len);
         }
     }
 }

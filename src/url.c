@@ -112,7 +112,7 @@ static int parse_tcp(const char *s, rlock__url *u)
 {
     const char *slash = strchr(s, '/');
     const char *end = slash ? slash : s + strlen(s);
-    const char *at = NULL, *p, *host, *host_end, *port = NULL;
+    const char *at = NULL, *p, *q, *host, *host_end, *port = NULL;
     int rc;
 
     if (strpbrk(s, "?#"))
@@ -141,6 +141,9 @@ static int parse_tcp(const char *s, rlock__url *u)
     }
     if (host_end == host)
         return bad("missing host");
+    for (q = host; q < host_end; q++)
+        if ((unsigned char)*q <= ' ' || *q == 0x7f)
+            return bad("space or control character in the host");
     if (p < end) {
         if (*p != ':')
             return bad("junk after the host");

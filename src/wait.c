@@ -105,7 +105,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     int64_t t_first;
     uint64_t nonce; /* this acquisition's; w.nonce is the subscriber's copy */
     unsigned cancel_gen;
-    int rc, attempted = 0, waited_for_sub = 0;
+    int rc, attempted = 0, waited_for_sub = 0, gave_up = 0, dropped = 0;
 
     nonce = rlock__new_nonce(c);
     t_first = rlock__now_ns();
@@ -170,8 +170,16 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
             t_first = rlock__now_ns(); /* before the next attempt */
             pthread_mutex_unlock(&c->mu);
         }
+        /* A connection that dropped under an attempt (the server closed
+         * it, a proxy restarted) is replaced and the wait goes on; the
+         * attempt itself is being undone. Twice in a row is a server that
+         * is going away: tell the caller. A timeout is not retried: the
+         * caller asked for a bound. */
+        if (rc == RLOCK_EIO && ++dropped <= 2)
+            continue;
         if (rc != RLOCK_EBUSY)
             break;
+        dropped = 0;
 
         now = rlock__now_ns();
         if (!forever && now >= deadline_ns) {
@@ -182,8 +190,8 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
                 rc = RLOCK_OK;
                 break;
             }
-            rc = rlock__fail(c, RLOCK_ETIMEDOUT,
-                             "lock not obtained within the wait");
+            rc = RLOCK_ETIMEDOUT;
+            gave_up = 1;
             break;
         }
         if (c->opts.use_pubsub && !subscribed && !waited_for_sub)
@@ -210,7 +218,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         pthread_mutex_unlock(&c->mu);
     }
     unregister_waiter(c, &w);
-    if (rc == RLOCK_ETIMEDOUT || rc == RLOCK_ECANCELED) {
+    if (gave_up || rc == RLOCK_ECANCELED) {
         /* Leave no trace: a waiter that gives up must not hold up those
          * queued behind it, and when this call returns its place is gone.
          * Keep the detail of the timeout, not of the cancel. */
@@ -222,11 +230,12 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         if (rlock__cancel_now(c, m->keys, m->key_lens, m->channel,
                               m->channel_len, owner, nonce_s) != RLOCK_OK)
             rlock__defer_cancel(m, nonce);
-        rlock__fail(c, rc, rc == RLOCK_ETIMEDOUT
-                               ? "lock not obtained within the wait"
-                               : "the wait was cancelled");
-    } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL && rc != RLOCK_EIO) {
-        /* (After RLOCK_EIO the failed attempt queued its own undo.) */
+        rlock__fail(c, rc, gave_up ? "lock not obtained within the wait"
+                                   : "the wait was cancelled");
+    } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL &&
+               !rlock__outcome_unknown(rc)) {
+        /* (An attempt whose reply never came queued its own undo; a
+         * command timeout is RLOCK_ETIMEDOUT too, but not a deadline.) */
         rlock__defer_cancel(m, nonce);
     }
     return rc;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "reply.h"
 
 /* Most holds renewed by one script call. */
 #define RENEW_BATCH 1000
@@ -90,10 +91,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
         }
         rc = rlock__eval(c, RLOCK__S_RENEW, &r, n, keys, key_lens, 3 * n,
                          args, arg_lens);
-        if (rc == RLOCK_OK && (r->type != REDIS_REPLY_ARRAY ||
-                               r->elements != (size_t)n)) {
+        if (rc == RLOCK_OK && rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
             rc = RLOCK_EPROTO;
-        }
     }
     free(keys);
     free(key_lens);
@@ -112,8 +111,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
             h->renew_at = rlock__now_ns() + retry;
-        } else if (r->element[i]->type == REDIS_REPLY_INTEGER &&
-                   r->element[i]->integer == 1) {
+        } else if (rlock__renewed(r, (size_t)i)) {
             /* What this request set, not what the hold asks for now. */
             if (!topping_up(h))
                 h->renewals++;
@@ -198,7 +196,20 @@ static void notify_lost(rlock_client *c)
     }
 }
 
-void rlock__watchdog_step(rlock_client *c, int64_t *next)
+/* The earliest lease end of the client's live holds, 0 if none. */
+static int64_t earliest_lease_end(rlock_client *c)
+{
+    const rlock__hold *h;
+    int64_t end = 0;
+
+    for (h = c->holds; h; h = h->next)
+        if (!h->lost && !h->releasing && (end == 0 || h->valid_until < end))
+            end = h->valid_until;
+    return end;
+}
+
+/* Holds whose lease ended unrenewed are lost. */
+static void mark_expired(rlock_client *c)
 {
     rlock__hold *h;
     int64_t now = rlock__now_ns();
@@ -207,7 +218,19 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next)
         if (!h->lost && !h->releasing && !h->renewing &&
             h->valid_until <= now)
             mark_lost(h);
+}
+
+void rlock__watchdog_step(rlock_client *c, int64_t *next)
+{
+    rlock__hold *h;
+
+    mark_expired(c);
+    /* No round trip of this thread (renewals here, cleanups and the
+     * subscriber after this step) may outlast a lease: a hold whose lease
+     * runs out meanwhile is told at once, not a command timeout later. */
+    rlock__limit_round_trips(earliest_lease_end(c));
     renew_due(c);
+    mark_expired(c);
     notify_lost(c);
     for (h = c->holds; h; h = h->next) {
         if (h->lost || h->releasing)

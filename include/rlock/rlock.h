@@ -38,6 +38,14 @@
  * never change once released. rlock_strerror() names a code, and
  * rlock_client_errmsg() gives the detail of the last error (for example the
  * text of a Redis error reply).
+ *
+ * RLOCK_ETIMEDOUT has two causes, told apart by the message: a wait for the
+ * lock that reached its deadline, and a Redis server that did not answer
+ * within the command timeout (stopped, overloaded, or a network that holds
+ * the packets). A request whose reply never came (RLOCK_ETIMEDOUT or
+ * RLOCK_EIO) may have been carried out by Redis: the library undoes an
+ * acquisition that may have happened, and a release or extension may be
+ * called again.
  */
 #ifndef RLOCK_RLOCK_H
 #define RLOCK_RLOCK_H
@@ -67,14 +75,14 @@ extern "C" {
 #define RLOCK_EINVAL (-1)     /* bad argument; nothing was sent to Redis */
 #define RLOCK_ENOMEM (-2)     /* out of memory */
 #define RLOCK_ECONNECT (-3)   /* could not connect to Redis */
-#define RLOCK_ETIMEDOUT (-4)  /* the lock was not obtained within the wait */
+#define RLOCK_ETIMEDOUT (-4)  /* not within the wait, or Redis did not answer */
 #define RLOCK_EBUSY (-5)      /* another owner holds the lock */
 #define RLOCK_ENOTOWNER (-6)  /* the caller holds no such lock */
 #define RLOCK_ELOST (-7)      /* the caller's hold expired or was taken */
 #define RLOCK_EAUTH (-8)      /* Redis refused the credentials */
 #define RLOCK_EREDIS (-9)     /* Redis answered with an error reply */
 #define RLOCK_EPROTO (-10)    /* Redis answered something unexpected */
-#define RLOCK_EIO (-11)       /* connection lost or command timed out */
+#define RLOCK_EIO (-11)       /* the connection to Redis was lost */
 #define RLOCK_ECANCELED (-12) /* the wait was cancelled */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
@@ -111,8 +119,8 @@ typedef struct rlock_client_opts {
      * including AUTH and SELECT. Default 2000 ms. Must be > 0. */
     int connect_timeout_ms;
 
-    /* Time allowed for one command's reply; a call returns RLOCK_EIO rather
-     * than hang past it. Default 2000 ms. Must be > 0. */
+    /* Time allowed for one command's reply; a call returns RLOCK_ETIMEDOUT
+     * rather than hang past it. Default 2000 ms. Must be > 0. */
     int command_timeout_ms;
 
     /* Lease used when a mutex has lease_ms = 0: the lock is taken for this
@@ -126,7 +134,8 @@ typedef struct rlock_client_opts {
      * 5000 ms. Must be >= 30. */
     int64_t waiter_ttl_ms;
 
-    /* 1 (default): waiters are woken by Redis pub/sub messages. 0: waiters
+    /* 1 (default, or any non-zero value): waiters are woken by Redis
+     * pub/sub messages. 0: waiters
      * retry after a random delay between backoff_min_ms and backoff_max_ms
      * (for proxies without pub/sub). If the subscriber connection fails,
      * waiting falls back to the same backoff until it is restored. */
@@ -138,15 +147,19 @@ typedef struct rlock_client_opts {
     int backoff_max_ms;
 
     /* Most connections a client opens for commands (threads wait for a free
-     * one beyond that). The subscriber connection is extra. Default 4. */
+     * one beyond that). The subscriber connection is extra. Default 4.
+     * Must be 1 to 1024. */
     int max_connections;
 
     /* Prefix of every key and channel rlock writes. Default "rlock". Copied.
-     * May not contain '{' or '}' (they would move the cluster hash tag). */
+     * 1 to 64 bytes, not NULL, and without '{' or '}' (they would move the
+     * cluster hash tag). */
     const char *key_prefix;
 
     /* Credentials that override those in the URL (NULL: use the URL's).
-     * Copied. A username without password is an error. */
+     * Copied. A username without password is an error. An empty password
+     * is sent as given (Redis then refuses it: RLOCK_EAUTH); an empty
+     * password in a URL is a malformed URL (RLOCK_EINVAL). */
     const char *username;
     const char *password;
 } rlock_client_opts;
@@ -168,7 +181,9 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * NULL): RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM,
  * RLOCK_ECONNECT (refused, unreachable, or no reply within the connect
  * timeout), RLOCK_EAUTH (credentials refused), RLOCK_EREDIS (for example
- * SELECT of a database that does not exist), RLOCK_EIO. The detail is
+ * SELECT of a database that does not exist), RLOCK_ETIMEDOUT (the server
+ * accepted the connection but did not answer within the connect timeout),
+ * RLOCK_EIO. The detail is
  * available from rlock_client_errmsg(NULL) on the same thread.
  *
  * Thread-safe. The caller owns the client and frees it with
@@ -192,7 +207,7 @@ RLOCK_API void rlock_client_close(rlock_client *c);
  * the calling thread (for example "WRONGTYPE Operation against a key..." or
  * "connection refused (127.0.0.1:6390)"), or "" if there was none. With
  * c = NULL: the detail of the last failed rlock_client_open() on this
- * thread. The string belongs to the library and stays valid until the next
+ * thread, or of the last call on this thread that was given a NULL handle. The string belongs to the library and stays valid until the next
  * rlock call on this thread. Thread-safe.
  */
 RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
@@ -201,7 +216,8 @@ RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
  * Makes every rlock_mutex_lock / rlock_mutex_timedlock currently waiting
  * on client c return RLOCK_ECANCELED (after leaving the lock's queue).
  * Calls that start later wait normally. For example a program's signal
- * handling thread calls it on SIGINT. Not async-signal-safe. Thread-safe.
+ * handling thread calls it on SIGINT. Not async-signal-safe. NULL is a
+ * no-op. Thread-safe.
  */
 RLOCK_API void rlock_client_cancel_waits(rlock_client *c);
 
@@ -279,15 +295,23 @@ RLOCK_API rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
  */
 RLOCK_API void rlock_mutex_free(rlock_mutex *m);
 
-/* Returns the mutex's client. Thread-safe. */
+/* Returns the mutex's client (NULL for m = NULL). Thread-safe. */
 RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
 
 /*
  * Acquires the lock for the calling thread, waiting as long as it takes. A
  * thread that already holds it re-enters (hold count + 1, lease renewed).
+ * An acquisition whose reply arrives after its lease has ended (counted
+ * from before the request left) is not a hold: it is undone and the call
+ * keeps waiting, so while every round trip takes longer than the lease,
+ * rlock_mutex_lock does not return; use rlock_mutex_timedlock to bound it.
+ * A connection that drops under an attempt while waiting is replaced and
+ * the wait goes on; the call returns RLOCK_EIO only if that happens twice
+ * in a row.
  *
  * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
- * RLOCK_EAUTH, RLOCK_EIO, RLOCK_EREDIS (for example a key of another type
+ * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did not answer within the
+ * command timeout), RLOCK_EREDIS (for example a key of another type
  * under the lock's name; nothing is changed), RLOCK_EPROTO. Thread-safe.
  */
 RLOCK_API int rlock_mutex_lock(rlock_mutex *m);
@@ -295,8 +319,10 @@ RLOCK_API int rlock_mutex_lock(rlock_mutex *m);
 /*
  * Acquires the lock if no other owner holds it or is queued for it, without
  * waiting. Returns RLOCK_OK or re-enters as rlock_mutex_lock; RLOCK_EBUSY if
- * another owner holds the lock or waits ahead of the caller; other errors
- * as rlock_mutex_lock. Thread-safe.
+ * another owner holds the lock or waits ahead of the caller, or if Redis
+ * granted it but the reply arrived after the lease had ended (the grant is
+ * undone; the message says so); other errors as rlock_mutex_lock.
+ * Thread-safe.
  */
 RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
 
@@ -317,8 +343,8 @@ RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
  * this name through this client (nothing is sent, the real owner's lock is
  * untouched); RLOCK_ELOST if the hold was lost (expired, deleted, taken by
  * another owner) — the local hold is forgotten and another owner's lock is
- * untouched; RLOCK_EIO / RLOCK_EREDIS / RLOCK_EPROTO (the hold is kept, call
- * again). Thread-safe.
+ * untouched; RLOCK_EIO / RLOCK_ETIMEDOUT / RLOCK_EREDIS / RLOCK_EPROTO (the
+ * hold is kept, call again). Thread-safe.
  */
 RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
 
@@ -329,15 +355,20 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
  * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
  * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold
  * expired or was taken; the local hold is forgotten); RLOCK_EIO,
+ * RLOCK_ETIMEDOUT,
  * RLOCK_EREDIS, RLOCK_EPROTO. Thread-safe.
  */
 RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
 
 /*
  * Returns the fencing token of the calling thread's hold of m, or 0 if the
- * calling thread holds no such lock. Tokens of one lock name increase
- * strictly with every fresh acquisition (re-entries keep the token).
- * Sends nothing. Thread-safe.
+ * calling thread holds no such lock (or m is NULL). Tokens of one lock name increase
+ * strictly with every fresh acquisition (re-entries keep the token). The
+ * first token of a name is the Redis server's clock in microseconds (about
+ * 1.8e15 in 2026), so tokens keep growing even after a Redis restart that
+ * lost the counter, unless the server's clock stepped back (see
+ * docs/protocol.md). They fit in 53 bits until about 2255, so they survive
+ * a trip through a double (JSON, Lua). Sends nothing. Thread-safe.
  */
 RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
 

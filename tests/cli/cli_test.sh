@@ -10,8 +10,33 @@ unset RLOCK_URL REDIS_URL RLOCK_WATCHDOG_LEASE
 dir=$(mktemp -d /tmp/rlock-cli-XXXXXX)
 redis_pid=
 
+# RLOCK_VALGRIND=1 (the cli_valgrind_* tests): every rlock the case runs goes
+# through valgrind's memcheck. An error, or memory definitely lost, makes
+# that rlock exit 99 and leaves a report in $dir/valgrind.PID.log; a report
+# fails the case even where the case ignores rlock's status (a pipe, a
+# background job). Under valgrind rlock is slower: slow scales the bounds
+# on waiting, never what a check expects.
+slow=1
+if [ "${RLOCK_VALGRIND:-0}" = 1 ]; then
+    slow=4
+    cat > "$dir/rlock-valgrind" <<EOF
+#!/bin/sh
+exec valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \\
+    --errors-for-leak-kinds=definite --track-fds=no -q \\
+    --log-file='$dir/valgrind.%p.log' '$RLOCK' "\$@"
+EOF
+    chmod +x "$dir/rlock-valgrind"
+    RLOCK=$dir/rlock-valgrind
+fi
+valgrind_reports() { find "$dir" -maxdepth 1 -name 'valgrind.*.log' -size +0; }
+
 cleanup() {
     [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    local f
+    for f in $(valgrind_reports); do
+        echo "== valgrind: $f" >&2
+        cat "$f" >&2
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -38,7 +63,7 @@ rcli() { redis-cli -s "$dir/redis.sock" "$@"; }
 
 # Waits (bounded) until a command succeeds.
 wait_for() { # wait_for SECONDS CMD...
-    local until=$(( $(ms) + $1 * 1000 )); shift
+    local until=$(( $(ms) + $1 * slow * 1000 )); shift
     until "$@"; do [ "$(ms)" -lt "$until" ] || return 1; sleep 0.02; done
 }
 is_held() { "$RLOCK" status "$1" | grep -q "held by"; }
@@ -46,9 +71,11 @@ waiting() { "$RLOCK" status "$1" | grep -q "$2 waiting"; }
 
 case_counter_is_exact() {
     start_redis
+    local workers=8 runs=12
+    [ "$slow" = 1 ] || workers=3 runs=4
     echo 0 > "$dir/f"
-    for w in $(seq 8); do
-        (for i in $(seq 12); do
+    for w in $(seq $workers); do
+        (for i in $(seq $runs); do
             "$RLOCK" run counter -- sh -c "read n < '$dir/f'; sleep 0.01; echo \$((n+1)) > '$dir/f'" || exit 1
          done) &
     done
@@ -58,12 +85,13 @@ case_counter_is_exact() {
         wait "$job" || failed=1
     done
     [ $failed = 0 ] || fail "a run failed"
-    [ "$(cat "$dir/f")" = 96 ] || fail "counter is $(cat "$dir/f"), want 96"
+    [ "$(cat "$dir/f")" = $((workers * runs)) ] ||
+        fail "counter is $(cat "$dir/f"), want $((workers * runs))"
 }
 
 case_conflict_codes_and_wait() {
     start_redis
-    "$RLOCK" run busy -- sleep 5 &
+    "$RLOCK" run busy -- sleep $((5 * slow)) &
     local holder=$!
     wait_for 5 is_held busy || fail "holder did not get the lock"
     "$RLOCK" run -n busy -- true 2>/dev/null; expect_code 1 $? "-n on a held lock"
@@ -74,7 +102,7 @@ case_conflict_codes_and_wait() {
     "$RLOCK" run -w 200ms busy -- true 2>"$dir/err"; expect_code 1 $? "-w 200ms"
     local took=$(( $(ms) - t0 ))
     [ $took -ge 190 ] || fail "-w 200ms gave up after $took ms"
-    [ $took -lt 3000 ] || fail "-w 200ms took $took ms"
+    [ $took -lt $((3000 * slow)) ] || fail "-w 200ms took $took ms"
     grep -q "not obtained within 200ms" "$dir/err" || fail "no message: $(cat "$dir/err")"
     waiting busy 0 || fail "a timed-out waiter left a trace: $("$RLOCK" status busy)"
     kill "$holder"; wait "$holder"
@@ -161,19 +189,23 @@ case_lost_lock_stops_the_command() {
 case_status_json_unlock_and_ping() {
     start_redis
     "$RLOCK" status s1 | grep -qx "s1: free, last token 0, 0 waiting" || fail "status of a fresh name: $("$RLOCK" status s1)"
-    "$RLOCK" run s1 -- sleep 5 &
+    "$RLOCK" run s1 -- sleep $((5 * slow)) &
     local pid=$!
     wait_for 5 is_held s1 || fail "no hold"
-    "$RLOCK" status s1 | grep -Eq "^s1: held by [0-9a-f]{32}:[0-9]+, count 1, lease [0-9.]+s left, token 1, 0 waiting$" ||
+    # The first token of a name is the server's clock in microseconds.
+    local tok
+    tok=$(rcli GET '{rlock:s1}:fence')
+    [[ $tok =~ ^[0-9]{16}$ ]] || fail "first token: $tok"
+    "$RLOCK" status s1 | grep -Eq "^s1: held by [0-9a-f]{32}:[0-9]+, count 1, lease [0-9.]+s left, token $tok, 0 waiting$" ||
         fail "status: $("$RLOCK" status s1)"
     "$RLOCK" status --json s1 's"2' > "$dir/json"
-    grep -Eq '^\{"name":"s1","held":true,"holder":"[0-9a-f]{32}:[0-9]+","count":1,"lease_ms":[0-9]+,"token":1,"last_token":1,"waiters":0\}$' "$dir/json" ||
+    grep -Eq '^\{"name":"s1","held":true,"holder":"[0-9a-f]{32}:[0-9]+","count":1,"lease_ms":[0-9]+,"token":'"$tok"',"last_token":'"$tok"',"waiters":0\}$' "$dir/json" ||
         fail "json: $(cat "$dir/json")"
     grep -q '^{"name":"s\\"2","held":false,"holder":null,"count":0,"lease_ms":-1,"token":0,"last_token":0,"waiters":0}$' "$dir/json" ||
         fail "json of a free lock: $(cat "$dir/json")"
     "$RLOCK" unlock --force s1 > "$dir/out"; expect_code 0 $? "unlock --force"
-    grep -Eq "^s1: removed the hold of [0-9a-f]{32}:[0-9]+ \(count 1, token 1\)" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
-    "$RLOCK" status s1 | grep -q "s1: free, last token 1" || fail "still held after unlock --force"
+    grep -Eq "^s1: removed the hold of [0-9a-f]{32}:[0-9]+ \(count 1, token $tok\)" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
+    "$RLOCK" status s1 | grep -qx "s1: free, last token $tok, 0 waiting" || fail "still held after unlock --force"
     "$RLOCK" unlock --force s1 > "$dir/out"; expect_code 1 $? "unlock --force of a free lock"
     grep -q "was not held" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
     wait $pid; expect_code 79 $? "holder whose lock was removed"
@@ -211,6 +243,25 @@ case_errors_have_documented_codes() {
     grep -q WRONGTYPE "$dir/err" || fail "no WRONGTYPE text: $(cat "$dir/err")"
 }
 
+# A stopped (hung) server is "unavailable", never a lock conflict: the
+# command timeout (2 s by default) is not a wait that ran out.
+case_hung_server_is_unavailable() {
+    start_redis
+    "$RLOCK" run warm -- true; expect_code 0 $? "before"
+    kill -STOP "$redis_pid"
+    local t0 t
+    t0=$(ms)
+    "$RLOCK" run -n x -- true 2>"$dir/err"; expect_code 69 $? "run -n on a hung server"
+    grep -q "no reply" "$dir/err" || fail "no detail: $(cat "$dir/err")"
+    "$RLOCK" run -w 60s x -- true 2>/dev/null; expect_code 69 $? "run -w 60s on a hung server"
+    "$RLOCK" status x 2>/dev/null; expect_code 69 $? "status on a hung server"
+    "$RLOCK" ping 2>/dev/null; expect_code 69 $? "ping on a hung server"
+    t=$(( $(ms) - t0 ))
+    [ "$t" -lt 30000 ] || fail "four calls took $t ms"
+    kill -CONT "$redis_pid"
+    "$RLOCK" run -n x -- true; expect_code 0 $? "after SIGCONT"
+}
+
 case_help_and_version() {
     "$RLOCK" --version | grep -Eq "^rlock [0-9]+\.[0-9]+\.[0-9]+" || fail "--version"
     "$RLOCK" --help | grep -q "usage: rlock" || fail "--help"
@@ -234,5 +285,7 @@ case_demo_passes_its_verdict_and_cleans_up() {
     "$RLOCK" --redis "$RLOCK_URL" demo --workers 2 --seconds 1 | grep -q "verdict: PASS" || fail "demo --redis"
 }
 
+declare -F "case_${1:-}" >/dev/null || fail "no case named '${1:-}'"
 "case_$1"
+[ -z "$(valgrind_reports)" ] || fail "valgrind reported errors"
 echo "ok $1"

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,7 @@ typedef struct rt_locker {
     int unlock_after;
     int rc;
     uint64_t token;       /* the hold's token, 0 if none */
-    volatile int done;    /* the lock call returned */
+    atomic_int done;      /* the lock call returned (read while it runs) */
     pthread_t thread;
 } rt_locker;
 
