@@ -262,6 +262,21 @@ case_hung_server_is_unavailable() {
     "$RLOCK" run -n x -- true; expect_code 0 $? "after SIGCONT"
 }
 
+# rlock-check, the checker as a program: a correct lock passes, no lock at
+# all is caught, and bad arguments are usage errors.
+case_checker_program_passes_and_fails() {
+    start_redis
+    local check=${RLOCK_CHECK_BIN:?set RLOCK_CHECK_BIN}
+    "$check" --redis "$RLOCK_URL" -n 4 -m 50 > "$dir/out"; expect_code 0 $? "rlock-check"
+    grep -Eq '^checker: holds 200 \(clean 200, .* -> OK$' "$dir/out" || fail "summary: $(cat "$dir/out")"
+    [ "$(wc -l < "$dir/out")" = 1 ] || fail "more than one line: $(cat "$dir/out")"
+    "$check" --redis "$RLOCK_URL" -n 4 -m 50 --hold-us 500 --unsafe > "$dir/out" 2>/dev/null
+    expect_code 1 $? "rlock-check --unsafe"
+    grep -q -- '-> VIOLATION$' "$dir/out" || fail "summary: $(cat "$dir/out")"
+    "$check" --redis "$RLOCK_URL" -n 0 2>/dev/null; expect_code 64 $? "-n 0"
+    env -u RLOCK_URL "$check" -n 2 2>/dev/null; expect_code 64 $? "no URL"
+}
+
 case_help_and_version() {
     "$RLOCK" --version | grep -Eq "^rlock [0-9]+\.[0-9]+\.[0-9]+" || fail "--version"
     "$RLOCK" --help | grep -q "usage: rlock" || fail "--help"
