@@ -300,6 +300,241 @@ case_demo_passes_its_verdict_and_cleans_up() {
     "$RLOCK" --redis "$RLOCK_URL" demo --workers 2 --seconds 1 | grep -q "verdict: PASS" || fail "demo --redis"
 }
 
+# Fault scenario 8: every option of every subcommand with bad values. Each
+# row is "WANT|STDERR-PATTERN|ARG|ARG...": rlock must exit WANT, print one
+# line on stderr matching the extended regular expression, print nothing on
+# stdout, and reach Redis not at all - no connection, no command - even
+# where the URL would reach the test's server. Tokens in ARGs: {empty} is
+# "", {long} a name of RLOCK_NAME_MAX + 1 bytes, {sock} the server's
+# socket, {ran} a file that COMMAND would create; ENV:NAME=VALUE and
+# ENV:-NAME set and unset a variable for that row.
+case_bad_arguments_table() {
+    start_redis
+    local sock="$dir/redis.sock" long row want pat code failed=0 n=0 x
+    long=$(printf 'n%.0s' $(seq 1025))
+    # A lock held with a fixed lease (nothing renews it while the table
+    # runs) and a key of someone else's: no row may touch either.
+    "$RLOCK" run --lease 10m held -- sleep 300 &
+    table_holder=$! # global: the EXIT trap runs after this function
+    trap 'kill "$table_holder" 2>/dev/null; cleanup' EXIT
+    wait_for 5 is_held held || fail "the holder did not get its lock"
+    rcli SET bystander 1 >/dev/null
+    local T="touch|{ran}" # the COMMAND of run rows
+    local rows=(
+        # Global options and the subcommand.
+        "64|--redis needs a URL|--redis"
+        "64|URL|--redis|{empty}|ping"
+        "64|URL|--redis={empty}|ping"
+        "64|must start with redis:// or unix://|--redis|http://127.0.0.1|ping"
+        "64|must start with redis:// or unix://|--redis=http://127.0.0.1|ping"
+        "64|must start with redis:// or unix://|--redis|{sock}|ping"
+        "64|TLS|--redis|rediss://127.0.0.1|ping"
+        "64|missing host|--redis|redis://|ping"
+        "64|port must be a number|--redis|redis://127.0.0.1:0|ping"
+        "64|port must be a number|--redis|redis://127.0.0.1:65536|ping"
+        "64|database must be a non-negative number|--redis|redis://127.0.0.1/x|ping"
+        "64|query strings|--redis|redis://127.0.0.1?db=1|ping"
+        "64|a user name needs a password|--redis|redis://user@127.0.0.1|ping"
+        "64|empty password|--redis|redis://u:@127.0.0.1|ping"
+        "64|escape in the password|--redis|redis://u:p%zz@127.0.0.1|ping"
+        "64|absolute socket path|--redis|unix://relative.sock|ping"
+        "64|only query parameter is db=N|--redis|unix://{sock}?db=x|ping"
+        "64|only query parameter is db=N|--redis|unix://{sock}?timeout=1|ping"
+        "64|must start with redis:// or unix://|--redis|http://x|run|x|--|$T"
+        "64|must start with redis:// or unix://|--redis|http://x|status|x"
+        "64|must start with redis:// or unix://|--redis|http://x|unlock|--force|held"
+        "64|must start with redis:// or unix://|--redis|http://x|demo|--workers|1|--seconds|1"
+        "64|must start with redis:// or unix://|ENV:RLOCK_URL=http://x|ping"
+        "64|only query parameter is db=N|ENV:RLOCK_URL=unix://{sock}?db=x|ping"
+        "64|must start with redis:// or unix://|ENV:RLOCK_URL=http://x|run|x|--|$T"
+        "64|must start with redis:// or unix://|ENV:-RLOCK_URL|ENV:REDIS_URL=http://x|ping"
+        "64|port must be a number|ENV:-RLOCK_URL|ENV:REDIS_URL=redis://h:0|status|x"
+        "64|RLOCK_WATCHDOG_LEASE: bad duration 'soon'|ENV:RLOCK_WATCHDOG_LEASE=soon|ping"
+        "64|RLOCK_WATCHDOG_LEASE: bad duration '29ms'|ENV:RLOCK_WATCHDOG_LEASE=29ms|run|x|--|$T"
+        "64|RLOCK_WATCHDOG_LEASE: bad duration '0'|ENV:RLOCK_WATCHDOG_LEASE=0|status|x"
+        "64|RLOCK_WATCHDOG_LEASE: bad duration '-1s'|ENV:RLOCK_WATCHDOG_LEASE=-1s|unlock|--force|held"
+        "64|unknown option --bogus|--bogus|ping"
+        "64|unknown option -x|-x|ping"
+        "64|unknown option --redi |--redi|unix://{sock}|ping"
+        "64|unknown option -- |--|ping"
+        "64|unknown option - |-|ping"
+        "64|no command given|{nothing}"
+        "64|no command given|--redis|unix://{sock}"
+        "64|unknown command 'frobnicate'|frobnicate"
+        "64|unknown command 'RUN'|RUN|x|--|$T"
+        "64|unknown command ''|{empty}"
+        "64|unknown command 'frobnicate'|frobnicate|--help"
+        # run
+        "64|usage: rlock run|run"
+        "64|usage: rlock run|run|x"
+        "64|usage: rlock run|run|x|--"
+        "64|usage: rlock run|run|--|$T"
+        "64|put -- before the command|run|x|$T"
+        "64|put -- before the command|run|a|b|--|$T"
+        "64|lock names are 1 to 1024 bytes|run|{empty}|--|$T"
+        "64|lock names are 1 to 1024 bytes|run|{long}|--|$T"
+        "64|-w needs a value|run|x|-w"
+        "64|--wait needs a value|run|x|--wait"
+        "64|bad duration '5x' for -w|run|-w|5x|x|--|$T"
+        "64|bad duration '5x' for --wait|run|--wait|5x|x|--|$T"
+        "64|bad duration '-1' for -w|run|-w|-1|x|--|$T"
+        "64|bad duration '-0' for -w|run|-w|-0|x|--|$T"
+        "64|bad duration '\+5' for -w|run|-w|+5|x|--|$T"
+        "64|bad duration '' for -w|run|-w|{empty}|x|--|$T"
+        "64|bad duration ' 5' for -w|run|-w| 5|x|--|$T"
+        "64|bad duration '5 s' for -w|run|-w|5 s|x|--|$T"
+        "64|bad duration '5S' for -w|run|-w|5S|x|--|$T"
+        "64|bad duration '5sec' for -w|run|-w|5sec|x|--|$T"
+        "64|bad duration '1ms5' for -w|run|-w|1ms5|x|--|$T"
+        "64|bad duration 'ms' for -w|run|-w|ms|x|--|$T"
+        "64|bad duration '1.5.5' for -w|run|-w|1.5.5|x|--|$T"
+        "64|bad duration 'nan' for -w|run|-w|nan|x|--|$T"
+        "64|bad duration 'inf' for -w|run|-w|inf|x|--|$T"
+        "64|bad duration '1e400' for -w|run|-w|1e400|x|--|$T"
+        "64|bad duration '9000000001s' for -w|run|-w|9000000001s|x|--|$T"
+        "64|bad duration '0x10' for -w|run|-w|0x10|x|--|$T"
+        "64|bad duration '--' for -w|run|x|-w|--|$T"
+        "64|-n and -w exclude each other|run|-n|-w|1s|x|--|$T"
+        "64|-n and -w exclude each other|run|-w|1s|-n|x|--|$T"
+        "64|-n and -w exclude each other|run|--nonblock|--wait|0|x|--|$T"
+        "64|-l needs a value|run|x|-l"
+        "64|--lease needs a value|run|x|--lease"
+        "64|bad duration '0' for -l|run|-l|0|x|--|$T"
+        "64|bad duration '0ms' for --lease|run|--lease|0ms|x|--|$T"
+        "64|bad duration '0.0001' for -l|run|-l|0.0001|x|--|$T"
+        "64|bad duration '-5s' for -l|run|-l|-5s|x|--|$T"
+        "64|bad duration '5x' for -l|run|-l|5x|x|--|$T"
+        "64|bad duration '' for -l|run|-l|{empty}|x|--|$T"
+        "64|bad duration '9000000001s' for -l|run|-l|9000000001s|x|--|$T"
+        "64|-E needs a value|run|x|-E"
+        "64|--conflict-exit-code needs a value|run|x|--conflict-exit-code"
+        "64|-E takes a number from 0 to 255|run|-E|-1|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|256|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|x|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|{empty}|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|1.5|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|0x3|x|--|$T"
+        "64|-E takes a number from 0 to 255|run|-E|99999999999999999999|x|--|$T"
+        "64|--conflict-exit-code takes a number from 0 to 255|run|--conflict-exit-code|300|x|--|$T"
+        "64|--on-lost needs a value|run|x|--on-lost"
+        "64|--on-lost takes kill or ignore|run|--on-lost|stop|x|--|$T"
+        "64|--on-lost takes kill or ignore|run|--on-lost|KILL|x|--|$T"
+        "64|--on-lost takes kill or ignore|run|--on-lost|{empty}|x|--|$T"
+        "64|unknown option -x|run|-x|x|--|$T"
+        "64|unknown option --bogus|run|--bogus|x|--|$T"
+        "64|unknown option --wait=5s|run|--wait=5s|x|--|$T"
+        "64|unknown option -nw|run|-nw|1s|x|--|$T"
+        # status
+        "64|name at least one lock|status"
+        "64|name at least one lock|status|--json"
+        "64|name at least one lock|status|--"
+        "64|name at least one lock|status|--json|--"
+        "64|bad lock name ''|status|{empty}"
+        "64|bad lock name ''|status|held|{empty}"
+        "64|bad lock name 'n+'|status|{long}"
+        "64|bad lock name 'n+'|status|--json|{long}"
+        "64|unknown option --bogus|status|--bogus|held"
+        "64|unknown option -j|status|-j|held"
+        # unlock
+        "64|usage: rlock unlock --force NAME|unlock"
+        "64|usage: rlock unlock --force NAME|unlock|held"
+        "64|usage: rlock unlock --force NAME|unlock|--force"
+        "64|usage: rlock unlock --force NAME|unlock|held|--force"
+        "64|usage: rlock unlock --force NAME|unlock|--forc|held"
+        "64|usage: rlock unlock --force NAME|unlock|-f|held"
+        "64|usage: rlock unlock --force NAME|unlock|--force|held|held"
+        "64|bad lock name ''|unlock|--force|{empty}"
+        "64|bad lock name 'n+'|unlock|--force|{long}"
+        # ping
+        "64|usage: rlock \[--redis URL\] ping|ping|extra"
+        "64|usage: rlock \[--redis URL\] ping|ping|--json"
+        # demo
+        "64|usage: rlock demo|demo|--workers"
+        "64|usage: rlock demo|demo|--seconds"
+        "64|usage: rlock demo|demo|--bogus"
+        "64|usage: rlock demo|demo|extra"
+        "64|--workers takes 1 to 64|demo|--workers|0"
+        "64|--workers takes 1 to 64|demo|--workers|65"
+        "64|--workers takes 1 to 64|demo|--workers|-1"
+        "64|--workers takes 1 to 64|demo|--workers|x"
+        "64|--workers takes 1 to 64|demo|--workers|{empty}"
+        "64|--workers takes 1 to 64|demo|--workers|1.5"
+        "64|bad duration '0' for --seconds|demo|--seconds|0"
+        "64|bad duration '-1' for --seconds|demo|--seconds|-1"
+        "64|bad duration '5x' for --seconds|demo|--seconds|5x"
+        "64|bad duration '' for --seconds|demo|--seconds|{empty}"
+        "64|bad duration '3601' for --seconds|demo|--seconds|3601"
+        "64|bad duration '2h' for --seconds|demo|--seconds|2h"
+    )
+    local before after stats calls conns
+    before=$(keys_snapshot)
+    for row in "${rows[@]}"; do
+        IFS='|' read -r -a f <<< "$row"
+        want=${f[0]} pat=${f[1]}
+        local args=() envs=()
+        for x in "${f[@]:2}"; do
+            x=${x//\{empty\}/}
+            x=${x//\{sock\}/$sock}
+            x=${x//\{long\}/$long}
+            x=${x//\{ran\}/$dir/ran}
+            case $x in
+            ENV:-*) envs+=(-u "${x#ENV:-}") ;;
+            ENV:*) envs+=("${x#ENV:}") ;;
+            {nothing}) ;;
+            *) args+=("$x") ;;
+            esac
+        done
+        n=$((n + 1))
+        rcli CONFIG RESETSTAT >/dev/null
+        env "${envs[@]}" "$RLOCK" "${args[@]}" >"$dir/out" 2>"$dir/err"
+        code=$?
+        local what="rlock ${args[*]}"
+        [ ${#envs[@]} = 0 ] || what="${envs[*]} $what"
+        what=${what//$long/\{long\}}
+        if [ "$code" != "$want" ]; then
+            echo "FAIL $what: exit status $code, want $want" >&2; failed=1
+        fi
+        if [ -s "$dir/out" ]; then
+            echo "FAIL $what: printed on stdout: $(head -c 300 "$dir/out")" >&2; failed=1
+        fi
+        if [ "$(wc -l < "$dir/err")" != 1 ]; then
+            echo "FAIL $what: $(wc -l < "$dir/err") lines on stderr, want 1: $(head -c 300 "$dir/err")" >&2
+            failed=1
+        fi
+        if ! head -1 "$dir/err" | grep -Eq -- "$pat"; then
+            echo "FAIL $what: stderr does not name the problem (/$pat/): $(head -c 300 "$dir/err")" >&2
+            failed=1
+        fi
+        # Since CONFIG RESETSTAT: the INFO below is the one connection, and
+        # the only commands are the harness's own.
+        stats=$(rcli INFO all | tr -d '\r')
+        conns=$(sed -n 's/^total_connections_received://p' <<< "$stats")
+        calls=$(grep '^cmdstat_' <<< "$stats" |
+            grep -Ev '^cmdstat_(info|config\|resetstat):' |
+            sed -E 's/^cmdstat_([^:]*):calls=([0-9]+).*/\1=\2/' | tr '\n' ' ')
+        if [ "$conns" != 1 ] || [ -n "$calls" ]; then
+            echo "FAIL $what: reached Redis: $((conns - 1)) connections, commands: ${calls:-none}" >&2
+            failed=1
+        fi
+    done
+    after=$(keys_snapshot)
+    [ "$before" = "$after" ] || { echo "FAIL keys changed: before: $before after: $after" >&2; failed=1; }
+    [ ! -e "$dir/ran" ] || { echo "FAIL a COMMAND ran" >&2; failed=1; }
+    is_held held || { echo "FAIL the held lock is no longer held" >&2; failed=1; }
+    kill "$table_holder"; wait "$table_holder" 2>/dev/null
+    echo "$n rows"
+    [ $failed = 0 ] || fail "some bad arguments were not refused as documented"
+}
+
+# Every key with its value (DUMP leaves the TTL out), in name order.
+keys_snapshot() {
+    local k
+    rcli DBSIZE
+    for k in $(rcli --scan | sort); do
+        printf '%s ' "$k"; rcli --no-raw DUMP "$k"
+    done
+}
+
 declare -F "case_${1:-}" >/dev/null || fail "no case named '${1:-}'"
 "case_$1"
 [ -z "$(valgrind_reports)" ] || fail "valgrind reported errors"
