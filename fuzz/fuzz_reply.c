@@ -1,0 +1,350 @@
+/*
+ * Fuzz target: what the library makes of Redis's answers.
+ *
+ * The input is fed to hiredis's reply reader as bytes from the server, and
+ * every reply the reader makes of it goes to every interpreter in
+ * src/reply.c (acquire, release, extend, renew, status, force, INFO, the
+ * subscriber's pushes) and to rlock__reply_error. So that the string
+ * parsers inside them are reached without the fuzzer having to get RESP
+ * length prefixes right, the input is also wrapped, as it is, into the
+ * places of real replies: a grant message's text, an acquire reply's
+ * token, the status reply's fields, INFO's version and an error line.
+ *
+ * The checks are what the callers rely on:
+ *  - acquire: status is -1, 0 or 1; a hold has count >= 1 and a token
+ *    >= 1 whose decimal form is the token string Redis sent (the release,
+ *    extend and renew scripts compare tokens as strings); a busy hint is
+ *    -1 (unknown) or in [0, RLOCK_MS_MAX] (wait.c adds to it and scales it
+ *    to nanoseconds);
+ *  - a grant has a token >= 1 sent in canonical decimal, a lease in
+ *    [0, RLOCK_MS_MAX] (wait.c scales it to nanoseconds), and the owner it
+ *    names holds no space; channel and owner point into the reply;
+ *  - status and force leave NUL-terminated holders, and a free lock has
+ *    no count, token or lease; INFO's version is NUL-terminated within
+ *    its buffer and holds no line break;
+ *  - an error reply maps to RLOCK_EAUTH or RLOCK_EREDIS.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "reply.h"
+
+#include "fuzz.h"
+
+/* hiredis allocates an array's element table as soon as it reads the
+ * header "*N": cap N, as a server's reply would be, so that a header
+ * alone cannot ask for gigabytes. The count's type is hiredis's. */
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+typedef size_t array_count;
+#else
+typedef int array_count;
+#endif
+#define MAX_ELEMENTS 4096
+#define MAX_REPLIES 64
+
+static void *(*real_create_array)(const redisReadTask *, array_count);
+
+static void *create_array_capped(const redisReadTask *task, array_count n)
+{
+    if ((size_t)n > MAX_ELEMENTS)
+        return NULL; /* the reader reports out of memory */
+    return real_create_array(task, n);
+}
+
+/* ---- checks ---------------------------------------------------------- */
+
+static int canonical_u64(const redisReply *s, uint64_t v)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
+
+    return s->type == REDIS_REPLY_STRING && (size_t)s->len == (size_t)n &&
+           memcmp(s->str, buf, (size_t)n) == 0;
+}
+
+static void check_acquire(const redisReply *r)
+{
+    rlock__acquired a;
+
+    if (rlock__parse_acquire(r, &a) != RLOCK_OK)
+        return;
+    FUZZ_CHECK(a.status >= -1 && a.status <= 1);
+    if (a.status == 1) {
+        FUZZ_CHECK(a.count >= 1);
+        FUZZ_CHECK(a.token >= 1);
+        FUZZ_CHECK(canonical_u64(r->element[1], a.token));
+    } else if (a.status == 0) {
+        FUZZ_CHECK(a.hint_ms >= -1 && a.hint_ms <= RLOCK_MS_MAX);
+    }
+}
+
+static void check_counts(const redisReply *r)
+{
+    int64_t n = -12345;
+    int ok = -1;
+    size_t i;
+
+    if (rlock__parse_release(r, &n) == RLOCK_OK)
+        FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && n == r->integer);
+    else
+        FUZZ_CHECK(n == -12345);
+    if (rlock__parse_extend(r, &ok) == RLOCK_OK)
+        FUZZ_CHECK(ok == 0 || ok == 1);
+    else
+        FUZZ_CHECK(ok == -1);
+    if (r->type != REDIS_REPLY_ARRAY) {
+        FUZZ_CHECK(rlock__parse_renew(r, 1) != RLOCK_OK);
+        return;
+    }
+    FUZZ_CHECK(rlock__parse_renew(r, r->elements) == RLOCK_OK);
+    FUZZ_CHECK(rlock__parse_renew(r, r->elements + 1) != RLOCK_OK);
+    for (i = 0; i < r->elements; i++) {
+        int v = rlock__renewed(r, i);
+        FUZZ_CHECK(v == 0 || v == 1);
+    }
+}
+
+static void check_holder(const rlock_status *st)
+{
+    FUZZ_CHECK(memchr(st->holder, '\0', sizeof st->holder) != NULL);
+}
+
+static void check_status(const redisReply *r)
+{
+    rlock_status st;
+
+    memset(&st, 0x5a, sizeof st);
+    if (rlock__parse_status(r, &st) != RLOCK_OK) {
+        unsigned char *p = (unsigned char *)&st;
+        size_t i;
+        for (i = 0; i < sizeof st; i++)
+            FUZZ_CHECK(p[i] == 0x5a); /* untouched */
+        return;
+    }
+    check_holder(&st);
+    FUZZ_CHECK(st.held == (st.holder[0] != '\0'));
+    if (!st.held)
+        FUZZ_CHECK(st.count == 0 && st.token == 0 && st.lease_ms == -1);
+}
+
+static void check_force(const redisReply *r)
+{
+    rlock_status st;
+
+    memset(&st, 0x5a, sizeof st);
+    if (rlock__parse_force(r, &st) != RLOCK_OK) {
+        FUZZ_CHECK(!st.held && st.holder[0] == '\0' && st.lease_ms == -1);
+        return;
+    }
+    check_holder(&st);
+    FUZZ_CHECK(st.lease_ms == -1);
+    if (st.held)
+        FUZZ_CHECK(st.last_token == st.token);
+    else
+        FUZZ_CHECK(r->type == REDIS_REPLY_NIL && st.count == 0 &&
+                   st.token == 0);
+}
+
+static void check_info(const redisReply *r)
+{
+    static const size_t lens[] = {1, 2, 8, 32};
+    char buf[48];
+    size_t i, k;
+
+    for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        memset(buf, 0x5a, sizeof buf);
+        rlock__parse_info_version(r, buf, lens[i]);
+        FUZZ_CHECK(memchr(buf, '\0', lens[i]) != NULL);
+        FUZZ_CHECK(strpbrk(buf, "\r\n") == NULL);
+        for (k = lens[i]; k < sizeof buf; k++)
+            FUZZ_CHECK(buf[k] == 0x5a);
+    }
+    rlock__parse_info_version(r, buf, 0); /* must write nothing */
+}
+
+static void check_pubsub(const redisReply *r)
+{
+    rlock__pubsub p;
+    const redisReply *msg;
+    char expect[96];
+    int n;
+
+    if (rlock__parse_pubsub(r, &p) != RLOCK_OK)
+        return;
+    FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements >= 3);
+    FUZZ_CHECK(p.kind == RLOCK__PS_OTHER || p.kind == RLOCK__PS_MESSAGE ||
+               p.kind == RLOCK__PS_SUBSCRIBE);
+    FUZZ_CHECK(p.channel == r->element[1]->str &&
+               p.channel_len == (size_t)r->element[1]->len);
+    if (p.kind != RLOCK__PS_MESSAGE) {
+        FUZZ_CHECK(!p.grant && !p.who);
+        return;
+    }
+    msg = r->element[2];
+    FUZZ_CHECK(msg->type == REDIS_REPLY_STRING && p.who == msg->str);
+    FUZZ_CHECK(p.who_len <= (size_t)msg->len);
+    FUZZ_CHECK(memchr(p.who, ' ', p.who_len) == NULL);
+    if (!p.grant) {
+        FUZZ_CHECK(p.who_len == (size_t)msg->len);
+        return;
+    }
+    FUZZ_CHECK(p.token >= 1);
+    FUZZ_CHECK(p.lease_ms >= 0 && p.lease_ms <= RLOCK_MS_MAX);
+    /* What the scripts send, byte for byte. */
+    n = snprintf(expect, sizeof expect, " %" PRIu64 " %" PRIu64 " %" PRId64,
+                 p.token, p.nonce, p.lease_ms);
+    FUZZ_CHECK(n > 0 && (size_t)msg->len == p.who_len + (size_t)n);
+    FUZZ_CHECK(memcmp(msg->str + p.who_len, expect, (size_t)n) == 0);
+}
+
+static rlock_client fake_client; /* for rlock__reply_error's messages */
+
+static void check_error(const redisReply *r)
+{
+    const char *msg;
+    int rc;
+
+    if (r->type != REDIS_REPLY_ERROR)
+        return;
+    rc = rlock__reply_error(&fake_client, r);
+    FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS);
+    msg = rlock_client_errmsg(&fake_client);
+    FUZZ_CHECK(msg != NULL && strlen(msg) < 512);
+}
+
+static void check_reply(const redisReply *r)
+{
+    check_acquire(r);
+    check_counts(r);
+    check_status(r);
+    check_force(r);
+    check_info(r);
+    check_pubsub(r);
+    check_error(r);
+}
+
+/* ---- feeding the reader -------------------------------------------------- */
+
+static void feed(const char *buf, size_t len)
+{
+    redisReader *reader = redisReaderCreate();
+    redisReplyObjectFunctions fn;
+    void *reply;
+    int i;
+
+    if (!reader)
+        abort();
+    fn = *reader->fn;
+    real_create_array = fn.createArray;
+    fn.createArray = create_array_capped;
+    reader->fn = &fn;
+    if (redisReaderFeed(reader, buf, len) == REDIS_OK) {
+        for (i = 0; i < MAX_REPLIES; i++) {
+            reply = NULL;
+            if (redisReaderGetReply(reader, &reply) != REDIS_OK || !reply)
+                break;
+            check_reply(reply);
+            freeReplyObject(reply);
+        }
+    }
+    redisReaderFree(reader);
+}
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} out_buf;
+
+static void put(out_buf *o, const void *s, size_t n)
+{
+    if (n == 0)
+        return;
+    if (o->len + n > o->cap) {
+        size_t cap = (o->len + n) * 2 + 64;
+        char *bigger = realloc(o->p, cap);
+        if (!bigger)
+            abort();
+        o->p = bigger;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static void puts_(out_buf *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+/* The input as one bulk string: "$<len>\r\n<data>\r\n". */
+static void put_bulk(out_buf *o, const uint8_t *data, size_t size)
+{
+    char head[32];
+
+    snprintf(head, sizeof head, "$%zu\r\n", size);
+    puts_(o, head);
+    put(o, data, size);
+    puts_(o, "\r\n");
+}
+
+static void feed_wrapped(const uint8_t *data, size_t size)
+{
+    static const char channel[] =
+        "{rlock:job}:wake:0123456789abcdef0123456789abcdef";
+    static const char info[] = "# Server\r\nredis_version:";
+    out_buf o = {NULL, 0, 0};
+    char head[64];
+
+    /* A message on a wake channel whose text is the input. */
+    puts_(&o, "*3\r\n$7\r\nmessage\r\n");
+    put_bulk(&o, (const uint8_t *)channel, sizeof channel - 1);
+    put_bulk(&o, data, size);
+    feed(o.p, o.len);
+
+    /* An acquire reply whose token is the input. */
+    o.len = 0;
+    puts_(&o, "*3\r\n:1\r\n");
+    put_bulk(&o, data, size);
+    puts_(&o, ":1\r\n");
+    feed(o.p, o.len);
+
+    /* A status reply whose string fields are the input. */
+    o.len = 0;
+    puts_(&o, "*6\r\n");
+    put_bulk(&o, data, size);
+    put_bulk(&o, data, size);
+    put_bulk(&o, data, size);
+    puts_(&o, ":1500\r\n");
+    put_bulk(&o, data, size);
+    puts_(&o, ":2\r\n");
+    feed(o.p, o.len);
+
+    /* INFO whose redis_version is the input. */
+    o.len = 0;
+    snprintf(head, sizeof head, "$%zu\r\n", sizeof info - 1 + size + 2);
+    puts_(&o, head);
+    puts_(&o, info);
+    put(&o, data, size);
+    puts_(&o, "\r\n\r\n");
+    feed(o.p, o.len);
+
+    /* An error line. */
+    o.len = 0;
+    puts_(&o, "-");
+    put(&o, data, size);
+    puts_(&o, "\r\n");
+    feed(o.p, o.len);
+    free(o.p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!fake_client.where[0])
+        snprintf(fake_client.where, sizeof fake_client.where, "127.0.0.1:6379");
+    feed((const char *)data, size);
+    feed_wrapped(data, size);
+    return 0;
+}

@@ -1,0 +1,149 @@
+/*
+ * Fuzz target: Redis URLs.
+ *
+ * The input, as a string, goes to the library's rlock__url_parse and to
+ * the tool's cli_pick_url (which hides the password for messages). Beyond
+ * "no crash", it checks what the rest of the code relies on:
+ *  - a parsed URL is either TCP (host, port 1..65535) or a unix socket (an
+ *    absolute path that fits sockaddr_un), db >= 0, a password is never
+ *    empty and a user never comes without one;
+ *  - a failed parse leaves nothing allocated and says EINVAL or ENOMEM;
+ *  - rlock__url_describe always NUL-terminates within the length it is
+ *    given and writes nothing past it;
+ *  - the canonical URL of what was parsed parses back to the same thing;
+ *  - whenever the library found a password, the tool's shown URL has it
+ *    replaced by "***".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "internal.h"
+
+#include "fuzz.h"
+
+static void check_fields(const rlock__url *u)
+{
+    FUZZ_CHECK((u->host == NULL) != (u->path == NULL));
+    if (u->host) {
+        FUZZ_CHECK(u->host[0] != '\0');
+        FUZZ_CHECK(u->port >= 1 && u->port <= 65535);
+    } else {
+        FUZZ_CHECK(u->path[0] == '/');
+        FUZZ_CHECK(strlen(u->path) >= 2 && strlen(u->path) < 108);
+    }
+    FUZZ_CHECK(u->db >= 0);
+    FUZZ_CHECK(!u->user || u->user[0] != '\0');
+    FUZZ_CHECK(!u->user || u->password);
+    FUZZ_CHECK(!u->password || u->password[0] != '\0');
+}
+
+static void check_describe(const rlock__url *u)
+{
+    static const size_t lens[] = {1, 2, 7, 64, 300};
+    char buf[300 + 16];
+    const char *name = u->host ? u->host : u->path;
+    size_t i, k, full_len = strlen(name) + 32;
+    char *full = malloc(full_len), port[16];
+
+    for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        memset(buf, 0x5a, sizeof buf);
+        rlock__url_describe(u, buf, lens[i]);
+        FUZZ_CHECK(memchr(buf, '\0', lens[i]) != NULL);
+        for (k = lens[i]; k < sizeof buf; k++)
+            FUZZ_CHECK(buf[k] == 0x5a);
+    }
+    /* With room enough: "unix:PATH", "HOST:PORT" or "[HOST]:PORT". */
+    FUZZ_CHECK(full != NULL);
+    rlock__url_describe(u, full, full_len);
+    if (u->path) {
+        FUZZ_CHECK(strncmp(full, "unix:", 5) == 0);
+        FUZZ_CHECK(strcmp(full + 5, u->path) == 0);
+    } else {
+        size_t hl = strlen(u->host), pl;
+        size_t at = strchr(u->host, ':') ? 1 : 0; /* IPv6: brackets */
+        snprintf(port, sizeof port, ":%d", u->port);
+        pl = strlen(port);
+        FUZZ_CHECK(at == 0 || (full[0] == '[' && full[1 + hl] == ']'));
+        FUZZ_CHECK(strncmp(full + at, u->host, hl) == 0);
+        FUZZ_CHECK(strcmp(full + at + hl + at, port) == 0);
+        FUZZ_CHECK(strlen(full) == at + hl + at + pl);
+    }
+    free(full);
+}
+
+/* The URL without credentials, written the plainest way, must parse back
+ * to the same host or path, port and db. */
+static void check_round_trip(const rlock__url *u)
+{
+    const char *name = u->host ? u->host : u->path;
+    size_t len = strlen(name) + 64;
+    char *url = malloc(len);
+    rlock__url v;
+
+    FUZZ_CHECK(url != NULL);
+    if (u->path)
+        snprintf(url, len, "unix://%s?db=%d", u->path, u->db);
+    else if (strchr(u->host, ':') || u->host[0] == '[')
+        snprintf(url, len, "redis://[%s]:%d/%d", u->host, u->port, u->db);
+    else
+        snprintf(url, len, "redis://%s:%d/%d", u->host, u->port, u->db);
+    FUZZ_CHECK(rlock__url_parse(url, &v) == RLOCK_OK);
+    FUZZ_CHECK((v.host == NULL) == (u->host == NULL));
+    FUZZ_CHECK(!u->host || strcmp(v.host, u->host) == 0);
+    FUZZ_CHECK(!u->path || strcmp(v.path, u->path) == 0);
+    FUZZ_CHECK(v.port == u->port && v.db == u->db);
+    FUZZ_CHECK(v.user == NULL && v.password == NULL);
+    rlock__url_free(&v);
+    free(url);
+}
+
+/* rlock(1) prints the URL with "***" for the password: where the library
+ * found one, the shown URL must be the input up to the colon before it,
+ * then "***" (as much of all this as fits). */
+static void check_shown(const char *s, int has_password)
+{
+    struct cli cli;
+    size_t cap, keep, k;
+    const char *p0;
+    static const char stars[] = "***";
+
+    memset(&cli, 0, sizeof cli);
+    cli_pick_url(&cli, s);
+    cap = sizeof cli.url_shown - 1;
+    FUZZ_CHECK(cli.url == s);
+    FUZZ_CHECK(memchr(cli.url_shown, '\0', sizeof cli.url_shown) != NULL);
+    if (!has_password)
+        return;
+    p0 = strstr(s, "://");
+    FUZZ_CHECK(p0 != NULL && strchr(p0 + 3, ':') != NULL);
+    keep = (size_t)(strchr(p0 + 3, ':') - s) + 1;
+    for (k = 0; k < keep && k < cap; k++)
+        FUZZ_CHECK(cli.url_shown[k] == s[k]);
+    for (k = 0; k < 3 && keep + k < cap; k++)
+        FUZZ_CHECK(cli.url_shown[keep + k] == stars[k]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = fuzz_cstr(data, size);
+    rlock__url u;
+    int rc = rlock__url_parse(s, &u);
+
+    if (rc == RLOCK_OK) {
+        check_fields(&u);
+        check_describe(&u);
+        check_round_trip(&u);
+    } else {
+        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+        FUZZ_CHECK(!u.host && !u.path && !u.user && !u.password);
+    }
+    /* An empty URL would make cli_pick_url read the environment. */
+    if (s[0] != '\0')
+        check_shown(s, rc == RLOCK_OK && u.password != NULL);
+    if (rc == RLOCK_OK)
+        rlock__url_free(&u);
+    free(s);
+    return 0;
+}
