@@ -3,7 +3,9 @@
 # any is missing. Needs root or sudo only when something must be installed.
 set -euo pipefail
 
-pkgs=(cmake make gcc clang pkg-config libhiredis-dev redis-server redis-tools procps util-linux)
+# libclang-rt-dev: clang's sanitizer runtimes (only recommended by clang).
+pkgs=(cmake make gcc clang libclang-rt-dev pkg-config libhiredis-dev redis-server
+      redis-tools procps util-linux valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

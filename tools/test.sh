@@ -1,24 +1,91 @@
 #!/usr/bin/env bash
-# The README's second command: the whole test suite.
-# Builds rlock twice - gcc optimised (-O2, where gcc's flow warnings live) with
-# AddressSanitizer and UndefinedBehaviorSanitizer, clang unoptimised - both
-# with warnings as errors, and runs every test of each build with CTest
-# against real redis-server processes the tests start.
+# The README's second command: the whole test suite, three ways, each built
+# with warnings as errors, every test run by CTest against real redis-server
+# processes the tests start.
+#   A  gcc -O2 (RelWithDebInfo: gcc's flow warnings need the optimiser), no
+#      sanitizer: every test, among them cli_valgrind_*, a few rlock(1)
+#      cases under valgrind's memcheck.
+#   B  clang Debug with AddressSanitizer and UndefinedBehaviorSanitizer:
+#      every test but the install check (a program that is not sanitized
+#      cannot link a library that is; build A runs it).
+#   C  clang with ThreadSanitizer: the tests labelled "threads", those with
+#      a process of more than one thread (nearly all).
+#   D  the libFuzzer targets (tools/fuzz.sh), RLOCK_FUZZ_SECONDS (default
+#      60) each, from the checked-in corpus; every past crash is replayed by
+#      A, B and C already (fuzz_*_corpus).
+# Any sanitizer report fails the run. A process stops at its first report
+# with a non-zero status; since not every status is looked at (rlock(1) in a
+# pipe, a test's forked child), every report also goes to a file, and any
+# such file fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
 
 jobs=$(nproc)
-for cc in gcc clang; do
-    sanitize=OFF type=Debug
-    [ "$cc" = gcc ] && sanitize=ON type=RelWithDebInfo
-    cmake -S . -B "build/$cc" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=$type \
-        -DRLOCK_WERROR=ON -DRLOCK_SANITIZE="$sanitize" >/dev/null
-    cmake --build "build/$cc" -j"$jobs"
-done
+t_start=$(date +%s)
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+
+build() { # DIR COMPILER BUILD_TYPE SANITIZE
+    cmake -S . -B "$1" -DCMAKE_C_COMPILER="$2" -DCMAKE_BUILD_TYPE="$3" \
+        -DRLOCK_WERROR=ON -DRLOCK_SANITIZE="$4" >/dev/null
+    cmake --build "$1" -j"$jobs"
+}
+build build/vg gcc RelWithDebInfo OFF
+build build/asan-clang clang Debug address
+build build/tsan clang RelWithDebInfo thread
+echo "== built A, B and C in $(since "$t_start")"
+
+reports=$(mktemp -d /tmp/rlock-sanitizer-XXXXXX)
+trap 'rm -rf "$reports"' EXIT
+# These make every report fatal and keep it; none hides a report.
+#  - halt_on_error: stop at the first report, with status 1 (ASan, UBSan)
+#    or exitcode=66 (TSan).
+#  - log_path: each process writes its reports to PATH.EXE.PID.
+#  - TSan's io_sync=0: reads and writes of sockets and pipes order nothing
+#    between threads. By default TSan takes a write to any socket and a read
+#    from any other as synchronisation, which hid a race in the harness.
+#  - TSan's die_after_fork=0: some tests fork a child from a process that
+#    has threads, and the child starts a client's background thread, as the
+#    library says it may. TSan cannot model such a child: by default it
+#    kills it when it starts a thread; with 0 it lets it run, checking none
+#    of its threads. The parent is checked as ever, and children forked
+#    before their parent had a second thread are checked in full.
+asan_env=(
+    "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan:log_exe_name=1"
+    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan:log_exe_name=1"
+)
+tsan_env=(
+    "TSAN_OPTIONS=halt_on_error=1:exitcode=66:io_sync=0:die_after_fork=0:second_deadlock_stack=1:log_path=$reports/tsan:log_exe_name=1"
+)
+
 status=0
-for cc in gcc clang; do
-    echo "== tests, $cc build"
-    ctest --test-dir "build/$cc" -j2 --output-on-failure || status=1
-done
+run() { # NAME CTEST-ARGS...
+    local name=$1 t0
+    shift
+    t0=$(date +%s)
+    echo "== tests, build $name"
+    ctest "$@" -j2 --output-on-failure || status=1
+    echo "== build $name: tests took $(since "$t0")"
+}
+run "A (gcc -O2; valgrind)" --test-dir build/vg
+export "${asan_env[@]}"
+run "B (clang; ASan+UBSan)" --test-dir build/asan-clang \
+    -E '^install_find_package_pkg_config$'
+unset ASAN_OPTIONS UBSAN_OPTIONS
+export "${tsan_env[@]}"
+run "C (clang; TSan)" --test-dir build/tsan -L '^threads$'
+unset TSAN_OPTIONS
+t0=$(date +%s)
+echo "== D: fuzzing, ${RLOCK_FUZZ_SECONDS:-60} s per target"
+tools/fuzz.sh "${RLOCK_FUZZ_SECONDS:-60}" || status=1
+echo "== D: fuzzing took $(since "$t0")"
+
+if [ -n "$(ls -A "$reports")" ]; then
+    status=1
+    for f in "$reports"/*; do
+        echo "== sanitizer report: $(basename "$f")"
+        cat "$f"
+    done
+fi
+echo "== all builds and tests: $(since "$t_start")"
 exit $status
