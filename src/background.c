@@ -30,9 +30,11 @@ static void *bg_main(void *arg)
         rlock__watchdog_step(c, &next);
         if (c->bg_stop)
             break;
+        rlock__bound_background(c);
         rlock__cleanup_step(c, &next);
         if (c->bg_stop)
             break;
+        rlock__bound_background(c);
         rlock__sub_step(c, &next);
         if (c->bg_stop)
             break;

@@ -115,6 +115,11 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
     init_sync(c);
     c->serial = atomic_fetch_add(&next_serial, 1);
     c->opts = *opts;
+    /* A hand-over's lease can be as short as what is left of the
+     * waiter's place, at least about two thirds of waiter_ttl_ms. */
+    c->shortest_lease_ms = opts->waiter_ttl_ms / 2 < opts->watchdog_lease_ms
+                               ? opts->waiter_ttl_ms / 2
+                               : opts->watchdog_lease_ms;
     c->prefix = strdup(opts->key_prefix);
     c->username = opts->password ? (opts->username ? strdup(opts->username)
                                                    : NULL)

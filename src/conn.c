@@ -21,6 +21,13 @@
 #include "internal.h"
 
 static _Thread_local int64_t tl_deadline_ns;
+static _Thread_local int tl_reply_ms; /* the reply timeout in force */
+static _Thread_local int tl_sent;     /* the last eval's request went out */
+
+int rlock__outcome_unknown(int rc)
+{
+    return (rc == RLOCK_EIO || rc == RLOCK_ETIMEDOUT) && tl_sent;
+}
 
 void rlock__limit_round_trips(int64_t deadline_ns)
 {
@@ -53,8 +60,10 @@ int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
 {
     if (rlock__redis_timed_out(ctx))
         return rlock__fail(c, RLOCK_ETIMEDOUT,
-                           "%s: no reply from %s within %d ms",
-                           what, c->where, c->opts.command_timeout_ms);
+                           "%s: no reply from %s within %d ms", what,
+                           c->where,
+                           tl_reply_ms ? tl_reply_ms
+                                       : c->opts.command_timeout_ms);
     switch (ctx->err) {
     case REDIS_ERR_EOF:
         return rlock__fail(c, RLOCK_EIO, "%s: %s closed the connection", what,
@@ -173,8 +182,26 @@ int rlock__scripts_load(rlock_client *c, redisContext *ctx)
     return rc;
 }
 
+/* Sets ctx's timeout to what is left of the connect timeout (which covers
+ * the whole handshake), within the thread's bound. */
+static void handshake_timeout(rlock_client *c, redisContext *ctx,
+                              int64_t until_ns)
+{
+    int64_t left = (until_ns - rlock__now_ns()) / RLOCK__NS_PER_MS;
+    int ms = rlock__round_trip_ms(c->opts.connect_timeout_ms);
+
+    if (left < 1)
+        left = 1;
+    if (left < ms)
+        ms = (int)left;
+    tl_reply_ms = ms;
+    redisSetTimeout(ctx, ms_to_tv(ms));
+}
+
 int rlock__connect(rlock_client *c, redisContext **out)
 {
+    int64_t until_ns = rlock__now_ns() + (int64_t)c->opts.connect_timeout_ms *
+                                             RLOCK__NS_PER_MS;
     struct timeval ct =
         ms_to_tv(rlock__round_trip_ms(c->opts.connect_timeout_ms));
     redisContext *ctx;
@@ -196,21 +223,23 @@ int rlock__connect(rlock_client *c, redisContext **out)
     /* The handshake is part of connecting: a server that accepts the TCP
      * connection but never answers (stopped, overloaded) fails here within
      * the connect timeout. */
-    redisSetTimeout(ctx, ct);
     if (!c->url.path)
         redisEnableKeepAlive(ctx);
     rc = RLOCK_OK;
     if (c->password) {
         const char *argv[3] = {"AUTH", c->username ? c->username : c->password,
                                c->password};
+        handshake_timeout(c, ctx, until_ns);
         rc = handshake(c, ctx, c->username ? 3 : 2, argv, "AUTH");
     }
     if (rc == RLOCK_OK && c->url.db != 0) {
         const char *argv[2] = {"SELECT", db};
         snprintf(db, sizeof db, "%d", c->url.db);
+        handshake_timeout(c, ctx, until_ns);
         rc = handshake(c, ctx, 2, argv, "SELECT");
     }
     if (rc == RLOCK_OK && c->sha[0][0] == '\0') {
+        handshake_timeout(c, ctx, until_ns);
         rc = rlock__scripts_load(c, ctx);
         rc = handshake_error(c, rc);
     }
@@ -352,11 +381,15 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
     lens[1] = strlen(argv[1]);
     lens[2] = strlen(nk);
 
+    tl_sent = 0;
+    tl_reply_ms = 0;
     rc = rlock__conn_get(c, &ctx);
     if (rc == RLOCK_OK) {
         int reply_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
         if (reply_ms != c->opts.command_timeout_ms)
             redisSetTimeout(ctx, ms_to_tv(reply_ms));
+        tl_reply_ms = reply_ms;
+        tl_sent = 1;
         rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         /* The script cache is empty after a restart or SCRIPT FLUSH: send
          * the body once, which caches it again under the same digest. */
@@ -368,6 +401,12 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
             argv[1] = src->body;
             lens[0] = 4;
             lens[1] = strlen(src->body);
+            /* What is left of the bound, not what was left before. */
+            if (reply_ms != c->opts.command_timeout_ms) {
+                reply_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
+                redisSetTimeout(ctx, ms_to_tv(reply_ms));
+                tl_reply_ms = reply_ms;
+            }
             rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         }
         if (reply_ms != c->opts.command_timeout_ms && rc == RLOCK_OK)

@@ -109,20 +109,22 @@ void rlock__pool_drain(rlock_client *c);
 /*
  * Bounds the calling thread's round trips (connecting, waiting for a pooled
  * connection, a reply) to end by deadline_ns on the monotonic clock, on top
- * of the client's timeouts; 0 removes the bound. The background thread sets
- * it to the earliest lease end of its client's holds, so that a slow or
- * hung Redis cannot keep it from telling a holder its lease ran out.
+ * of the client's timeouts; 0 removes the bound. Only the background thread
+ * sets one (rlock__bound_background), so that a slow or hung Redis cannot
+ * keep it from telling a holder its lease ran out.
  */
 void rlock__limit_round_trips(int64_t deadline_ns);
 /* timeout_ms, or less if the calling thread's bound comes sooner (>= 1). */
 int rlock__round_trip_ms(int timeout_ms);
 
-/* A request whose reply never came (connection lost, or no reply within
- * the command timeout) may or may not have been carried out by Redis. */
-static inline int rlock__outcome_unknown(int rc)
-{
-    return rc == RLOCK_EIO || rc == RLOCK_ETIMEDOUT;
-}
+/*
+ * Whether a failed rlock__eval (rc) may have been carried out by Redis:
+ * the request was sent and no reply came (connection lost, or no reply
+ * within the timeout). A timeout before sending (no free connection, a
+ * connect that did not finish) is not. About the calling thread's last
+ * rlock__eval.
+ */
+int rlock__outcome_unknown(int rc);
 
 int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
                      const char *what);
@@ -229,6 +231,10 @@ void rlock__bg_stop(rlock_client *c);
 /* The background thread's steps (mu held; each may release it for a round
  * trip). They lower *next to the time they want to run again. */
 void rlock__watchdog_step(rlock_client *c, int64_t *next);
+/* Bounds the background thread's next round trips so that none outlasts
+ * a lease of the client's: a hold whose lease runs out meanwhile is told
+ * at once, not a command timeout later. mu held. */
+void rlock__bound_background(rlock_client *c);
 void rlock__sub_step(rlock_client *c, int64_t *next);
 /* Reads what arrived on the subscriber connection (mu not held). */
 void rlock__sub_read(rlock_client *c);
@@ -284,6 +290,9 @@ struct rlock_client {
     unsigned cancel_gen; /* bumped by rlock_client_cancel_waits */
     rlock__cleanup *cleanups; /* abandoned attempts still to undo */
     uint64_t next_attempt;    /* nonces of acquire requests (atomic) */
+    /* The shortest lease this client has used or may be granted; bounds
+     * the background thread's round trips (watchdog.c). Guarded by mu. */
+    int64_t shortest_lease_ms;
     pthread_cond_t callback_cv;
 };
 

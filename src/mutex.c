@@ -94,6 +94,12 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
     m->c = c;
     if (opts)
         m->opts = *opts;
+    if (m->opts.lease_ms > 0) {
+        pthread_mutex_lock(&c->mu);
+        if (m->opts.lease_ms < c->shortest_lease_ms)
+            c->shortest_lease_ms = m->opts.lease_ms;
+        pthread_mutex_unlock(&c->mu);
+    }
     m->name = malloc(name_len);
     m->name_len = name_len;
     if (m->name)
@@ -204,6 +210,8 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
     h->count = count;
     h->lease_ms = hold_lease_ms(m);
     h->cur_lease_ms = granted_ms;
+    if (granted_ms < c->shortest_lease_ms)
+        c->shortest_lease_ms = granted_ms;
     h->lost = 0;
     h->notify = 0;
     h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS;
@@ -522,6 +530,8 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     } else if (h) {
         h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
         h->cur_lease_ms = lease_ms;
+        if (lease_ms < c->shortest_lease_ms)
+            c->shortest_lease_ms = lease_ms;
         if (!h->watchdog)
             h->lease_ms = lease_ms; /* the caller's latest wish */
         if (h->watchdog)

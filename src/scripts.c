@@ -36,8 +36,9 @@
     "    redis.call('SET', KEYS[2],\n"                                         \
     "               t[1] .. string.format('%06d', tonumber(t[2])))\n"          \
     "  end\n"                                                                  \
-    /* (%d, not tostring: Lua would print 16 digits as 1.7e+15.)           */ \
-    "  return string.format('%d', redis.call('INCR', KEYS[2]))\n"             \
+    /* (%.0f, not tostring: Lua would print 16 digits as 1.7e+15; exact    */ \
+    /* below 2^53, unlike %d, which goes through a C long.)                */ \
+    "  return string.format('%.0f', redis.call('INCR', KEYS[2]))\n"           \
     "end\n"                                                                    \
     /* Takes a waiter out of the queue.                                    */ \
     "local function dequeue(who)\n"                                            \

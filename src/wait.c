@@ -171,11 +171,12 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
             pthread_mutex_unlock(&c->mu);
         }
         /* A connection that dropped under an attempt (the server closed
-         * it, a proxy restarted) is replaced and the wait goes on; the
-         * attempt itself is being undone. Twice in a row is a server that
-         * is going away: tell the caller. A timeout is not retried: the
-         * caller asked for a bound. */
-        if (rc == RLOCK_EIO && ++dropped <= 2)
+         * it, a proxy restarted) is replaced and the wait goes on, within
+         * the deadline; the attempt itself is being undone. Twice in a row
+         * is a server that is going away: tell the caller. A timeout is
+         * not retried: the caller asked for a bound. */
+        if (rc == RLOCK_EIO && ++dropped < 2 &&
+            (forever || rlock__now_ns() < deadline_ns))
             continue;
         if (rc != RLOCK_EBUSY)
             break;

@@ -186,26 +186,31 @@ static void notify_lost(rlock_client *c)
             continue;
         c->in_callback = m;
         pthread_mutex_unlock(&c->mu);
-        /* The callback is the application's code: it may fork. */
+        /* The callback is the application's code: it may fork, and the
+         * calls it makes get the client's own timeouts. */
         rlock__busy_end();
+        rlock__limit_round_trips(0);
         m->opts.on_lost(m, m->opts.on_lost_arg);
         rlock__busy_begin();
         pthread_mutex_lock(&c->mu);
+        rlock__bound_background(c);
         c->in_callback = NULL;
         pthread_cond_broadcast(&c->callback_cv);
     }
 }
 
-/* The earliest lease end of the client's live holds, 0 if none. */
-static int64_t earliest_lease_end(rlock_client *c)
+void rlock__bound_background(rlock_client *c)
 {
     const rlock__hold *h;
-    int64_t end = 0;
+    int64_t end = rlock__now_ns() + c->shortest_lease_ms * RLOCK__NS_PER_MS;
 
+    /* The earliest lease end of the holds there are; and for holds taken
+     * while the round trip is under way (whose lease ends no sooner than
+     * the shortest lease after they were taken), the shortest lease. */
     for (h = c->holds; h; h = h->next)
-        if (!h->lost && !h->releasing && (end == 0 || h->valid_until < end))
+        if (!h->lost && !h->releasing && h->valid_until < end)
             end = h->valid_until;
-    return end;
+    rlock__limit_round_trips(end);
 }
 
 /* Holds whose lease ended unrenewed are lost. */
@@ -225,10 +230,7 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next)
     rlock__hold *h;
 
     mark_expired(c);
-    /* No round trip of this thread (renewals here, cleanups and the
-     * subscriber after this step) may outlast a lease: a hold whose lease
-     * runs out meanwhile is told at once, not a command timeout later. */
-    rlock__limit_round_trips(earliest_lease_end(c));
+    rlock__bound_background(c);
     renew_due(c);
     mark_expired(c);
     notify_lost(c);

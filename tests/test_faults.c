@@ -72,8 +72,9 @@ TEST(checker_finds_no_violation_in_a_normal_run)
 }
 
 /* The checker must be able to fail: without the lock it sees overlaps and
- * lost updates; with the resource's fencing off, a paused holder's stale
- * write is accepted and reported. */
+ * lost updates; with tokens that go down it sees them out of order (and
+ * each write as stale) though holds never overlap; with the resource's
+ * fencing off, a paused holder's stale write is accepted and reported. */
 static void pause_a_holder(rt_check *chk, void *arg)
 {
     pid_t pid = rt_check_stall(chk, 0, 20000);
@@ -107,6 +108,15 @@ TEST(checker_detects_broken_locks_and_stale_writes)
     CHECK(r.overlaps > 0);
     CHECK(r.counter_mismatch > 0);
     CHECK(r.token_order > 0);
+
+    checker_opts(&o, s, "reversed");
+    o.reverse_tokens = 1;
+    o.no_fence = 1;
+    CHECK_INT(rt_check_run(&o, &r), ==, 1);
+    rt_check_print(stdout, &r);
+    CHECK(r.token_order > 0);
+    CHECK_INT(r.overlaps, ==, 0);
+    CHECK_INT(r.counter_mismatch, ==, 0);
 
     checker_opts(&o, s, "nofence");
     o.no_fence = 1;

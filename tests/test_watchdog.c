@@ -300,3 +300,70 @@ TEST(rlock_with_unlocks_on_every_path_and_reports_loss)
     rlock_client_close(other);
     rt_server_stop(s);
 }
+
+/* The background thread bounds its own round trips by its holds' lease
+ * ends; code the application runs in on_lost must not inherit that bound.
+ * The callback asks a second server, stopped for 1 s, for a lock's status:
+ * with that client's 2 s timeout the call waits and succeeds. */
+struct slow_call {
+    rt_server *other;
+    rlock_mutex *other_mutex;
+    int rc;
+    int64_t took_ms;
+};
+
+static void *resume_later(void *arg)
+{
+    rt_sleep_ms(1000);
+    rt_server_resume(arg);
+    return NULL;
+}
+
+static void status_from_callback(rlock_mutex *m, void *arg)
+{
+    struct slow_call *p = arg;
+    rlock_status st;
+    pthread_t t;
+    int64_t t0 = rt_now_ms();
+
+    (void)m;
+    rt_server_pause(p->other);
+    pthread_create(&t, NULL, resume_later, p->other);
+    p->rc = rlock_mutex_status(p->other_mutex, &st);
+    p->took_ms = rt_now_ms() - t0;
+    pthread_join(t, NULL);
+}
+
+TEST(on_lost_callbacks_get_the_clients_own_timeouts)
+{
+    rt_server *s = rt_server_start(NULL), *other = rt_server_start(NULL);
+    struct slow_call p = {other, NULL, 99, 0};
+    rlock_client_opts o;
+    rlock_mutex_opts mo;
+    rlock_client *c, *c2;
+    rlock_mutex *m;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = 300;
+    c = rt_client(rt_server_url(s), &o);
+    c2 = rt_client(rt_server_url(other), NULL);
+    p.other_mutex = rt_mutex(c2, "elsewhere", NULL);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = status_from_callback;
+    mo.on_lost_arg = &p;
+    m = rt_mutex(c, "callback-timeouts", &mo);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    /* Renewals time out at the lease end; the loss is reported. */
+    rt_server_pause(s);
+    RT_WAIT_UNTIL(p.rc != 99, 10000);
+    rt_server_resume(s);
+    CHECK_RC(p.rc, RLOCK_OK);
+    CHECK_INT(p.took_ms, >=, 900);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rlock_mutex_free(p.other_mutex);
+    rlock_client_close(c2);
+    rt_server_stop(other);
+    rt_server_stop(s);
+}

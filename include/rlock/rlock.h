@@ -42,10 +42,10 @@
  * RLOCK_ETIMEDOUT has two causes, told apart by the message: a wait for the
  * lock that reached its deadline, and a Redis server that did not answer
  * within the command timeout (stopped, overloaded, or a network that holds
- * the packets). A request whose reply never came (RLOCK_ETIMEDOUT or
- * RLOCK_EIO) may have been carried out by Redis: the library undoes an
- * acquisition that may have happened, and a release or extension may be
- * called again.
+ * the packets). A request that was sent but whose reply never came
+ * (RLOCK_ETIMEDOUT or RLOCK_EIO) may have been carried out by Redis: the
+ * library undoes an acquisition that may have happened, and a release or
+ * extension may be called again.
  */
 #ifndef RLOCK_RLOCK_H
 #define RLOCK_RLOCK_H

@@ -143,23 +143,27 @@ void rt_check_resource(rt_check *chk, long *counter, uint64_t *max_token)
 
 /* ---- workers --------------------------------------------------------- */
 
-static rt_check *worker_chk; /* the worker process's own */
-static int worker_id;
+/* What on_lost needs to charge a report to its hold. Each hold uses a
+ * mutex handle of its own, freed after the hold: rlock_mutex_free waits
+ * for a callback under way, so a report can never reach the next hold. */
+typedef struct hold_ctx {
+    rt_check *chk;
+    worker_rec *w;
+    long hold; /* -1 until the lock is held */
+} hold_ctx;
 
 static void on_lost(rlock_mutex *m, void *arg)
 {
-    worker_rec *w = &worker_chk->sh->w[worker_id];
-    long cur = __atomic_load_n(&w->current, __ATOMIC_SEQ_CST);
+    hold_ctx *x = arg;
+    long hi = __atomic_load_n(&x->hold, __ATOMIC_SEQ_CST);
 
     (void)m;
-    (void)arg;
-    if (cur < 0) {
-        __atomic_add_fetch(&w->stray_reports, 1, __ATOMIC_SEQ_CST);
+    if (hi < 0) {
+        __atomic_add_fetch(&x->w->stray_reports, 1, __ATOMIC_SEQ_CST);
         return;
     }
-    __atomic_add_fetch(&worker_chk->holds[cur].lost_reports, 1,
-                       __ATOMIC_SEQ_CST);
-    __atomic_store_n(&worker_chk->holds[cur].lost, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&x->chk->holds[hi].lost_reports, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&x->chk->holds[hi].lost, 1, __ATOMIC_SEQ_CST);
 }
 
 static int acquire(const rt_check_opts *o, rlock_mutex *m)
@@ -193,7 +197,6 @@ static int worker_main(rt_check *chk, int id)
     worker_rec *w = &chk->sh->w[id];
     rlock_client *c = NULL;
     rlock_mutex_opts mo;
-    rlock_mutex *m;
     int64_t deadline = now_ns() + o->deadline_ms * 1000000;
     int done = 0, err = 0;
 
@@ -201,8 +204,6 @@ static int worker_main(rt_check *chk, int id)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
         return 2;
-    worker_chk = chk;
-    worker_id = id;
     while (!c) {
         c = rlock_client_open(o->url, &o->client, &err);
         if (!c && now_ns() > deadline) {
@@ -216,30 +217,40 @@ static int worker_main(rt_check *chk, int id)
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = o->lease_ms;
     mo.on_lost = on_lost;
-    m = rlock_mutex_new(c, o->name, &mo, &err);
-    if (!m) {
-        fprintf(stderr, "checker worker %d: %s\n", id, rlock_strerror(err));
-        return 2;
-    }
     while (done < o->iterations && now_ns() < deadline) {
+        hold_ctx x = {chk, w, -1};
         long hi, value = 0;
         hold_rec *h;
-        int rc = acquire(o, m);
+        rlock_mutex *m;
+        int rc;
 
+        mo.on_lost_arg = &x;
+        m = rlock_mutex_new(c, o->name, &mo, &err);
+        if (!m) {
+            fprintf(stderr, "checker worker %d: %s\n", id,
+                    rlock_strerror(err));
+            return 2;
+        }
+        rc = acquire(o, m);
         if (rc != RLOCK_OK) {
             w->failed_acquires++;
+            rlock_mutex_free(m);
             sleep_us(10000);
             continue;
         }
         hi = __atomic_fetch_add(&chk->sh->nholds, 1, __ATOMIC_SEQ_CST);
         if (hi >= chk->sh->max_holds) {
             release(o, m);
+            rlock_mutex_free(m);
             break;
         }
         h = &chk->holds[hi];
         h->worker = id;
         h->token = o->unsafe ? 0 : rlock_mutex_token(m);
+        if (o->reverse_tokens)
+            h->token = ((uint64_t)1 << 62) - h->token;
         h->read = h->write = NOT_TRIED;
+        __atomic_store_n(&x.hold, hi, __ATOMIC_SEQ_CST);
         __atomic_store_n(&w->current, hi, __ATOMIC_SEQ_CST);
         __atomic_store_n(&h->start_ns, now_ns(), __ATOMIC_SEQ_CST);
 
@@ -262,12 +273,12 @@ static int worker_main(rt_check *chk, int id)
         h->unlock_rc = release(o, m);
         if (h->unlock_rc == RLOCK_ELOST)
             __atomic_store_n(&h->lost, 1, __ATOMIC_SEQ_CST);
+        rlock_mutex_free(m); /* after any report of this hold */
         __atomic_store_n(&w->current, -1, __ATOMIC_SEQ_CST);
         __atomic_store_n(&h->state, DONE, __ATOMIC_SEQ_CST);
         done++;
     }
     w->finished = done == o->iterations;
-    rlock_mutex_free(m);
     rlock_client_close(c);
     return 0;
 }
@@ -552,6 +563,7 @@ int rt_check_run(const rt_check_opts *o, rt_check_result *res)
     rt_check_result r;
     int64_t give_up;
     int i, live;
+    char reaped[MAX_WORKERS] = {0};
 
     memset(&r, 0, sizeof r);
     if (o->workers < 1 || o->workers > MAX_WORKERS || o->iterations < 1 ||
@@ -566,6 +578,16 @@ int rt_check_run(const rt_check_opts *o, rt_check_result *res)
         pid = fork();
         if (pid == 0)
             _exit(worker_main(&chk, i));
+        if (pid < 0) {
+            /* Stop the ones started; the run cannot be judged. */
+            fprintf(stderr, "checker: fork: %s\n", strerror(errno));
+            while (--i >= 0) {
+                kill(chk.sh->w[i].pid, SIGKILL);
+                waitpid(chk.sh->w[i].pid, NULL, 0);
+            }
+            munmap(chk.sh, chk.map_len);
+            return 1;
+        }
         chk.sh->w[i].pid = pid;
     }
     if (o->during)
@@ -575,10 +597,13 @@ int rt_check_run(const rt_check_opts *o, rt_check_result *res)
     for (live = o->workers; live > 0;) {
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid < 0 && errno == ECHILD)
+            break; /* none left, whatever the count says */
         if (pid <= 0) {
             if (now_ns() > give_up) {
                 for (i = 0; i < o->workers; i++)
-                    kill(chk.sh->w[i].pid, SIGKILL);
+                    if (!reaped[i])
+                        kill(chk.sh->w[i].pid, SIGKILL);
                 give_up = INT64_MAX;
             }
             sleep_us(5000);
@@ -588,6 +613,7 @@ int rt_check_run(const rt_check_opts *o, rt_check_result *res)
             worker_rec *w = &chk.sh->w[i];
             if (w->pid != pid)
                 continue;
+            reaped[i] = 1;
             live--;
             if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
                 give_up != INT64_MAX)

@@ -49,6 +49,7 @@ typedef struct rt_check_opts {
     rlock_client_opts client; /* default: rlock_client_opts_init's */
     int unsafe;           /* self-test: workers skip the lock */
     int no_fence;         /* self-test: the resource accepts old tokens */
+    int reverse_tokens;   /* self-test: holds show their tokens reversed */
     /* Called in the parent while the workers run; the run ends once it
      * has returned and every worker is done. */
     void (*during)(rt_check *chk, void *arg);

@@ -4,7 +4,7 @@
  *
  *   rlock-check --redis URL [-n WORKERS] [-m HOLDS] [--hold-us US]
  *               [--lease MS] [--wait MS] [--deadline MS] [--name NAME]
- *               [--unsafe] [--no-fence]
+ *               [--unsafe] [--no-fence] [--reverse-tokens]
  *
  * Prints the checker's one-line summary; exits 0 when the history has no
  * violation, 1 when it has, 64 on bad arguments.
@@ -19,7 +19,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: rlock-check --redis URL [-n WORKERS] [-m HOLDS] "
             "[--hold-us US] [--lease MS] [--wait MS] [--deadline MS] "
-            "[--name NAME] [--unsafe] [--no-fence]\n");
+            "[--name NAME] [--unsafe] [--no-fence] [--reverse-tokens]\n");
     return 64;
 }
 
@@ -55,6 +55,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--no-fence") == 0) {
             o.no_fence = 1;
+            continue;
+        }
+        if (strcmp(a, "--reverse-tokens") == 0) {
+            o.reverse_tokens = 1;
             continue;
         }
         if (!v)
