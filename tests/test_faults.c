@@ -381,7 +381,8 @@ static long long wake_channels(rt_server *s)
 static long long subscriber_id(rt_server *s)
 {
     redisReply *r = rt_cmd(s, "CLIENT LIST TYPE pubsub");
-    const char *id = r->type == REDIS_REPLY_STRING ? strstr(r->str, "id=") : NULL;
+    const char *id =
+        r->type == REDIS_REPLY_STRING ? strstr(r->str, "id=") : NULL;
     long long n = id ? atoll(id + 3) : 0;
 
     freeReplyObject(r);

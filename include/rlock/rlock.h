@@ -135,10 +135,10 @@ typedef struct rlock_client_opts {
     int64_t waiter_ttl_ms;
 
     /* 1 (default, or any non-zero value): waiters are woken by Redis
-     * pub/sub messages. 0: waiters
-     * retry after a random delay between backoff_min_ms and backoff_max_ms
-     * (for proxies without pub/sub). If the subscriber connection fails,
-     * waiting falls back to the same backoff until it is restored. */
+     * pub/sub messages. 0: waiters retry after a random delay between
+     * backoff_min_ms and backoff_max_ms (for proxies without pub/sub). If
+     * the subscriber connection fails, waiting falls back to the same
+     * backoff until it is restored. */
     int use_pubsub;
 
     /* Bounds of the randomized retry delay. Defaults 5 and 100 ms. Need
@@ -179,12 +179,12 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  *
  * Returns the client, or NULL and stores the error in *err (err may be
  * NULL): RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM,
- * RLOCK_ECONNECT (refused, unreachable, or no reply within the connect
- * timeout), RLOCK_EAUTH (credentials refused), RLOCK_EREDIS (for example
- * SELECT of a database that does not exist), RLOCK_ETIMEDOUT (the server
- * accepted the connection but did not answer within the connect timeout),
- * RLOCK_EIO. The detail is
- * available from rlock_client_errmsg(NULL) on the same thread.
+ * RLOCK_ECONNECT (refused, unreachable, or the TCP connection not made
+ * within the connect timeout), RLOCK_EAUTH (credentials refused),
+ * RLOCK_EREDIS (for example SELECT of a database that does not exist),
+ * RLOCK_ETIMEDOUT (the server accepted the connection but did not answer
+ * within the connect timeout), RLOCK_EIO. The detail is available from
+ * rlock_client_errmsg(NULL) on the same thread.
  *
  * Thread-safe. The caller owns the client and frees it with
  * rlock_client_close().
@@ -207,8 +207,9 @@ RLOCK_API void rlock_client_close(rlock_client *c);
  * the calling thread (for example "WRONGTYPE Operation against a key..." or
  * "connection refused (127.0.0.1:6390)"), or "" if there was none. With
  * c = NULL: the detail of the last failed rlock_client_open() on this
- * thread, or of the last call on this thread that was given a NULL handle. The string belongs to the library and stays valid until the next
- * rlock call on this thread. Thread-safe.
+ * thread, or of the last call on this thread that was given a NULL
+ * handle. The string belongs to the library and stays valid until the
+ * next rlock call on this thread. Thread-safe.
  */
 RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
 
@@ -362,13 +363,13 @@ RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
 
 /*
  * Returns the fencing token of the calling thread's hold of m, or 0 if the
- * calling thread holds no such lock (or m is NULL). Tokens of one lock name increase
- * strictly with every fresh acquisition (re-entries keep the token). The
- * first token of a name is the Redis server's clock in microseconds (about
- * 1.8e15 in 2026), so tokens keep growing even after a Redis restart that
- * lost the counter, unless the server's clock stepped back (see
- * docs/protocol.md). They fit in 53 bits until about 2255, so they survive
- * a trip through a double (JSON, Lua). Sends nothing. Thread-safe.
+ * calling thread holds no such lock (or m is NULL). Tokens of one lock
+ * name increase strictly with every fresh acquisition (re-entries keep the
+ * token). The first token of a name is the Redis server's clock in
+ * microseconds (about 1.8e15 in 2026), so tokens keep growing even after a
+ * Redis restart that lost the counter, unless the server's clock stepped
+ * back (see docs/protocol.md). They fit in 53 bits until about 2255, so
+ * they survive a trip through a double (JSON, Lua). Sends nothing. Thread-safe.
  */
 RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
 
