@@ -51,6 +51,7 @@ static void *bg_main(void *arg)
         wait_ns = next - rlock__now_ns();
         if (wait_ns < 0)
             wait_ns = 0;
+        c->bg_sleep_until = next;
         pthread_mutex_unlock(&c->mu);
         rlock__busy_end();
         poll(fds, (nfds_t)nfds,
@@ -62,6 +63,7 @@ static void *bg_main(void *arg)
         if (nfds == 2 && fds[1].revents)
             rlock__sub_read(c);
         pthread_mutex_lock(&c->mu);
+        c->bg_sleep_until = 0;
     }
     rlock__sub_shutdown(c);
     rlock__cleanup_discard(c);
@@ -110,6 +112,15 @@ void rlock__bg_kick(rlock_client *c)
         ssize_t n = write(c->bg_pipe[1], "", 1);
         (void)n; /* a full pipe already means "look again" */
     }
+}
+
+void rlock__bg_kick_before(rlock_client *c, int64_t due_ns)
+{
+    /* The thread is asleep until after due_ns, or busy (0), in which case
+     * it may have looked at the timers already. Either way it must look
+     * again; a wake-up it has planned before due_ns will do. */
+    if (c->bg_sleep_until == 0 || due_ns < c->bg_sleep_until)
+        rlock__bg_kick(c);
 }
 
 void rlock__bg_stop(rlock_client *c)

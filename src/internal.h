@@ -225,6 +225,10 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever);
 int rlock__bg_ensure(rlock_client *c);
 /* Wakes the background thread so it looks at its work again (mu held). */
 void rlock__bg_kick(rlock_client *c);
+/* Wakes the background thread only if it would otherwise sleep past
+ * due_ns (monotonic ns), the next time a new timer needs it. mu held:
+ * an uncontended acquisition costs no wake-up. */
+void rlock__bg_kick_before(rlock_client *c, int64_t due_ns);
 /* Stops the thread and waits for it (mu not held). */
 void rlock__bg_stop(rlock_client *c);
 
@@ -279,6 +283,7 @@ struct rlock_client {
     int bg_started; /* the thread has begun running (handshake) */
     int bg_stop;
     pthread_t bg_thread;
+    int64_t bg_sleep_until; /* its poll ends by then; 0: it is busy */
     int bg_pipe[2];
     int sub_up; /* the subscriber connection is established */
     redisContext *sub_ctx;   /* owned by the background thread */

@@ -216,7 +216,7 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
     h->notify = 0;
     h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS;
     h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
-    rlock__bg_kick(c);
+    rlock__bg_kick_before(c, h->renew_at);
     return RLOCK_OK;
 }
 

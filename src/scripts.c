@@ -30,15 +30,16 @@
     /* starts at the server's clock in microseconds: greater than every    */ \
     /* token handed out before, unless that clock stepped back or tokens   */ \
     /* were drawn faster than one per microsecond on average.              */ \
-    "local function next_token()\n"                                            \
-    "  if redis.call('EXISTS', KEYS[2]) == 0 then\n"                           \
-    "    local t = redis.call('TIME')\n"                                       \
-    "    redis.call('SET', KEYS[2],\n"                                         \
-    "               t[1] .. string.format('%06d', tonumber(t[2])))\n"          \
-    "  end\n"                                                                  \
-    /* (%.0f, not tostring: Lua would print 16 digits as 1.7e+15; exact    */ \
+    /* (INCR of a missing key gives 1; the counter is never 0 otherwise.   */ \
+    /* %.0f, not tostring: Lua would print 16 digits as 1.7e+15; exact     */ \
     /* below 2^53, unlike %d, which goes through a C long.)                */ \
-    "  return string.format('%.0f', redis.call('INCR', KEYS[2]))\n"           \
+    "local function next_token()\n"                                            \
+    "  local n = redis.call('INCR', KEYS[2])\n"                                \
+    "  if n ~= 1 then return string.format('%.0f', n) end\n"                   \
+    "  local t = redis.call('TIME')\n"                                         \
+    "  local seed = t[1] .. string.format('%06d', tonumber(t[2]))\n"           \
+    "  redis.call('SET', KEYS[2], seed)\n"                                     \
+    "  return seed\n"                                                          \
     "end\n"                                                                    \
     /* Takes a waiter out of the queue.                                    */ \
     "local function dequeue(who)\n"                                            \
@@ -69,6 +70,7 @@
     /* than its place would have. The message tells the waiter its token,  */ \
     /* the nonce of the wait it granted, and the lease granted.            */ \
     "local function grant_head(channel)\n"                                     \
+    "  if not redis.call('LINDEX', KEYS[3], 0) then return end\n"              \
     "  local now = now_ms()\n"                                                 \
     "  local head, dl = live_head(now)\n"                                      \
     "  if not head then return end\n"                                          \
@@ -117,10 +119,16 @@ static const char acquire_lua[] =
     "  redis.call('PEXPIRE', KEYS[1], lease)\n"
     "  return {1, h[2], tonumber(h[3])}\n"
     "end\n"
-    "local now = now_ms()\n"
+    /* The clock is read only when a queue is involved: an uncontended   */
+    /* acquisition runs five commands (HMGET LINDEX INCR HSET PEXPIRE).    */
+    "local now\n"
+    "local function clock()\n"
+    "  if not now then now = now_ms() end\n"
+    "  return now\n"
+    "end\n"
     "local function enqueue()\n"
     "  local ttl = tonumber(ARGV[4])\n"
-    "  if redis.call('ZADD', KEYS[4], now + ttl, owner) == 1 then\n"
+    "  if redis.call('ZADD', KEYS[4], clock() + ttl, owner) == 1 then\n"
     "    redis.call('RPUSH', KEYS[3], owner)\n"
     "  end\n"
     "  redis.call('HSET', KEYS[5], owner, lease .. ' ' .. ARGV[6])\n"
@@ -134,7 +142,8 @@ static const char acquire_lua[] =
     "  if mode == 'w' then enqueue() end\n"
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
-    "local head = live_head(now)\n"
+    "local head = nil\n"
+    "if redis.call('LINDEX', KEYS[3], 0) then head = live_head(clock()) end\n"
     "if head and head ~= owner then\n"
     /* Free, but others queued first (its holder expired, or a release    */
     /* found nobody alive then): it is theirs.                             */
