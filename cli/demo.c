@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "private_server.h"
 
 #define MAX_WORKERS 64
 #define LOCK_NAME "demo"
@@ -127,47 +128,11 @@ static int worker(const char *url, struct board *b, int id, int64_t end_us,
     return 0;
 }
 
-/* Starts redis-server in dir; returns its pid or -1. */
-static pid_t start_server(const char *dir, const char *sock,
-                          const sigset_t *mask)
+/* Stops the private server (if any) and removes the demo's files. */
+static void cleanup_dir(pid_t server, const char *dir, const char *counter)
 {
-    char log[300];
-    pid_t pid;
-
-    snprintf(log, sizeof log, "%s/redis.log", dir);
-    pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        /* Never outlives the demo, however the demo ends. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        sigprocmask(SIG_SETMASK, mask, NULL); /* a blocked mask survives exec */
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket",
-               sock, "--unixsocketperm", "700", "--dir", dir, "--save", "",
-               "--appendonly", "no", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-static void stop_server(pid_t pid, const char *dir)
-{
-    char path[300];
-    static const char *files[] = {"redis.sock", "redis.log", "counter",
-                                  "dump.rdb"};
-    size_t i;
-
-    if (pid > 0) {
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-    }
-    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
-    }
+    private_server_stop(server, dir);
+    unlink(counter);
     rmdir(dir);
 }
 
@@ -200,13 +165,12 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
 {
     int workers = 4, i, tty = isatty(1), sfd, verdict_ok, interrupted = 0;
     int64_t ms = 5000, start, end;
-    char dir[] = "/tmp/rlock-demo-XXXXXX", sock[128], counter[128];
+    char dir[] = "/tmp/rlock-demo-XXXXXX", counter[128];
     char url[200];
     struct board *b;
     pid_t server = -1, pids[MAX_WORKERS];
     sigset_t sigs, old;
     long final_counter;
-    int err;
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
@@ -242,7 +206,6 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
         fprintf(stderr, "rlock demo: mkdtemp: %s\n", strerror(errno));
         return EXIT_OSERR;
     }
-    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
     snprintf(counter, sizeof counter, "%s/counter", dir);
     write_counter(counter, 0);
 
@@ -258,25 +221,10 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
         printf("rlock demo: %d workers for %.1f s on %s\n", workers,
                (double)ms / 1000, cli->url_shown);
     } else {
-        int64_t until = now_us() + 10 * 1000000;
-        server = start_server(dir, sock, &old);
-        snprintf(url, sizeof url, "unix://%s", sock);
-        for (;;) {
-            struct stat st;
-            rlock_client *c;
-            if (stat(sock, &st) == 0 &&
-                (c = rlock_client_open(url, NULL, &err)) != NULL) {
-                rlock_client_close(c);
-                break;
-            }
-            if (now_us() > until || waitpid(server, NULL, WNOHANG) == server) {
-                fprintf(stderr, "rlock demo: could not start redis-server "
-                                "(is it installed? see %s/redis.log)\n",
-                        dir);
-                stop_server(-1, dir);
-                return EXIT_UNAVAILABLE;
-            }
-            usleep(20000);
+        server = private_server_start(dir, &old, url, sizeof url);
+        if (server < 0) {
+            cleanup_dir(-1, dir, counter);
+            return EXIT_UNAVAILABLE;
         }
         printf("rlock demo: %d workers for %.1f s on a private redis-server "
                "(%s)\n",
@@ -286,7 +234,7 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
     b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) {
-        stop_server(server, dir);
+        cleanup_dir(server, dir, counter);
         return EXIT_OSERR;
     }
     memset(b, 0, sizeof *b);
@@ -329,7 +277,7 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
     }
     show(b, workers, (double)(now_us() - start) / 1e6, tty, 1);
     final_counter = read_counter(counter);
-    stop_server(server, dir); /* server is -1 with --redis: files only */
+    cleanup_dir(server, dir, counter); /* server is -1 with --redis */
     if (interrupted) {
         printf("rlock demo: interrupted by %s\n", strsignal(interrupted));
         return 128 + interrupted;

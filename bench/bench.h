@@ -1,0 +1,53 @@
+/*
+ * rlock-bench: rlock measured beside the Redis floor, in the same run, on
+ * the same server. Shared pieces of the scenarios.
+ */
+#ifndef RLOCK_BENCH_H
+#define RLOCK_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+#include <rlock/rlock.h>
+
+typedef struct bench {
+    const char *url;  /* the server every scenario uses */
+    int quick;        /* tiny counts: a smoke run, not a measurement */
+    double seconds;   /* length of each timed run */
+    FILE *out;        /* the readable tables: stdout, or stderr with --json */
+    FILE *json;       /* NULL: text only */
+    int json_items;   /* values written in the current JSON object */
+} bench;
+
+/* ---- time and statistics (stats.c) ---------------------------------- */
+
+double bench_now(void);                      /* monotonic, seconds */
+/* Sorts v[0..n) and returns its q-quantile (0 <= q <= 1); 0 if n == 0. */
+double bench_quantile(double *v, size_t n, double q);
+
+/* ---- the floor: a plain lock written with raw hiredis (floor.c) ------- */
+
+/* A raw connection to url (redis:// or unix://), with the floor's
+ * compare-and-delete script loaded; NULL after a message on stderr. */
+redisContext *floor_connect(const char *url);
+/* SET key token NX PX 30000, then the compare-and-delete script: the two
+ * round trips every lock needs. Returns 0, or -1 on any failure. */
+int floor_pair(redisContext *ctx, const char *key, const char *token);
+
+/* ---- reporting (report.c) --------------------------------------------- */
+
+/* Text goes to stdout; with --json, the same values go into one JSON
+ * document. A scenario opens an object (or an array of objects) and puts
+ * numbers and strings in it. */
+void report_open(bench *b, const char *scenario);
+void report_close(bench *b);
+void report_num(bench *b, const char *key, double v);
+void report_str(bench *b, const char *key, const char *v);
+
+/* ---- scenarios -------------------------------------------------------- */
+
+int scenario_uncontended(bench *b);
+int scenario_threads(bench *b);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * Scenario "uncontended": acquire + release pairs on one name, one
+ * client, against the floor's two round trips on a connection of its own.
+ * The two alternate in rounds, so that both see the same moments of a
+ * noisy machine; the ratio of their mean pair times is the figure to
+ * read (target: rlock <= 1.05 x floor).
+ */
+#include <stdlib.h>
+
+#include "bench.h"
+
+#define ROUNDS 10
+
+int scenario_uncontended(bench *b)
+{
+    int pairs = b->quick ? 200 : 20000, per = pairs / ROUNDS, round, i, err;
+    double *lat_r = calloc((size_t)pairs, sizeof *lat_r);
+    double *lat_f = calloc((size_t)pairs, sizeof *lat_f);
+    double sum_r = 0, sum_f = 0;
+    rlock_client *c = rlock_client_open(b->url, NULL, &err);
+    rlock_mutex *m = c ? rlock_mutex_new(c, "bench:uncontended", NULL, &err)
+                       : NULL;
+    redisContext *raw = floor_connect(b->url);
+    int n = 0, rc = 1;
+
+    if (!m || !raw || !lat_r || !lat_f) {
+        if (!m)
+            fprintf(stderr, "rlock-bench: %s: %s\n", rlock_strerror(err),
+                    rlock_client_errmsg(c));
+        goto out;
+    }
+    for (i = 0; i < per; i++) { /* warm up both */
+        if (rlock_mutex_lock(m) != RLOCK_OK ||
+            rlock_mutex_unlock(m) != RLOCK_OK ||
+            floor_pair(raw, "bench:floor", "warm") != 0)
+            goto failed;
+    }
+    for (round = 0; round < ROUNDS; round++) {
+        int base = n;
+        for (i = 0; i < per; i++) {
+            double t0 = bench_now();
+            if (rlock_mutex_lock(m) != RLOCK_OK ||
+                rlock_mutex_unlock(m) != RLOCK_OK)
+                goto failed;
+            lat_r[n++] = bench_now() - t0;
+        }
+        for (i = 0; i < per; i++) {
+            double t0 = bench_now();
+            if (floor_pair(raw, "bench:floor", "token") != 0)
+                goto failed;
+            lat_f[base + i] = bench_now() - t0;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        sum_r += lat_r[i];
+        sum_f += lat_f[i];
+    }
+    fprintf(b->out, "uncontended: %d acquire+release pairs, one client, one name\n", n);
+    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n", "rlock",
+           n / sum_r, bench_quantile(lat_r, (size_t)n, 0.5) * 1e6,
+           bench_quantile(lat_r, (size_t)n, 0.99) * 1e6);
+    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n", "floor",
+           n / sum_f, bench_quantile(lat_f, (size_t)n, 0.5) * 1e6,
+           bench_quantile(lat_f, (size_t)n, 0.99) * 1e6);
+    fprintf(b->out, "  ratio    %.3f x the floor's time per pair (target <= 1.05)\n",
+           sum_r / sum_f);
+    report_open(b, "uncontended");
+    report_num(b, "pairs", n);
+    report_num(b, "rlock_pairs_per_s", n / sum_r);
+    report_num(b, "rlock_p50_us", bench_quantile(lat_r, (size_t)n, 0.5) * 1e6);
+    report_num(b, "rlock_p99_us", bench_quantile(lat_r, (size_t)n, 0.99) * 1e6);
+    report_num(b, "floor_pairs_per_s", n / sum_f);
+    report_num(b, "floor_p50_us", bench_quantile(lat_f, (size_t)n, 0.5) * 1e6);
+    report_num(b, "floor_p99_us", bench_quantile(lat_f, (size_t)n, 0.99) * 1e6);
+    report_num(b, "ratio", sum_r / sum_f);
+    report_close(b);
+    rc = 0;
+    goto out;
+failed:
+    fprintf(stderr, "rlock-bench: uncontended: a lock or the floor failed: "
+                    "%s\n",
+            rlock_client_errmsg(c));
+out:
+    if (m)
+        rlock_mutex_free(m);
+    rlock_client_close(c);
+    if (raw)
+        redisFree(raw);
+    free(lat_r);
+    free(lat_f);
+    return rc;
+}

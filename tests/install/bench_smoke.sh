@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# rlock-bench keeps working: a smoke run with tiny counts on its own
+# private redis-server, table and JSON. Not a measurement; the targets are
+# read from real runs (docs/performance.md), never asserted here.
+#   bench_smoke.sh RLOCK_BENCH
+set -u
+bench=$1
+out=$(mktemp -d /tmp/rlock-bench-smoke-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$bench" --quick > "$out/text" 2> "$out/err" || fail "exit $?: $(cat "$out/err")"
+grep -q '^uncontended: ' "$out/text" || fail "no uncontended table: $(cat "$out/text")"
+grep -Eq '^  ratio +[0-9.]+ x the floor' "$out/text" || fail "no ratio: $(cat "$out/text")"
+[ "$(grep -c '^  T=[1248] ' "$out/text")" = 4 ] || fail "threads table: $(cat "$out/text")"
+
+"$bench" --quick --json uncontended > "$out/json" 2> "$out/tables" || fail "--json exit $?"
+head -c 1 "$out/json" | grep -q '{' || fail "JSON does not start with {: $(cat "$out/json")"
+grep -q '"scenario": "uncontended"' "$out/json" || fail "JSON: $(cat "$out/json")"
+grep -Eq '"ratio": [0-9.]+' "$out/json" || fail "JSON has no ratio: $(cat "$out/json")"
+grep -q '"scenario": "threads"' "$out/json" && fail "threads ran though not asked for"
+grep -q '^uncontended: ' "$out/tables" || fail "with --json the tables go to stderr"
+tail -c 3 "$out/json" | grep -q ']}' || fail "JSON not closed: $(tail -c 50 "$out/json")"
+
+"$bench" --bogus 2>/dev/null; [ $? = 64 ] || fail "--bogus: want 64"
+"$bench" --seconds 0 2>/dev/null; [ $? = 64 ] || fail "--seconds 0: want 64"
+echo "ok bench_smoke"
