@@ -49,5 +49,6 @@ void report_str(bench *b, const char *key, const char *v);
 
 int scenario_uncontended(bench *b);
 int scenario_threads(bench *b);
+int scenario_contended(bench *b);
 
 #endif

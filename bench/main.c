@@ -5,7 +5,8 @@
  *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
- * stops it at the end. Scenarios: uncontended, threads (default: all).
+ * stops it at the end. Scenarios: uncontended, threads, contended
+ * (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. Exits 0, 1 if a scenario failed, 64 on
  * bad arguments, 69 if no Redis could be reached or started.
@@ -24,6 +25,7 @@ static const struct {
 } scenarios[] = {
     {"uncontended", scenario_uncontended},
     {"threads", scenario_threads},
+    {"contended", scenario_contended},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 

@@ -13,6 +13,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 grep -q '^uncontended: ' "$out/text" || fail "no uncontended table: $(cat "$out/text")"
 grep -Eq '^  ratio +[0-9.]+ x the floor' "$out/text" || fail "no ratio: $(cat "$out/text")"
 [ "$(grep -c '^  T=[1248] ' "$out/text")" = 4 ] || fail "threads table: $(cat "$out/text")"
+[ "$(grep -Ec '^  work +(0|1000) us  W=(1|2|4|8|16) ' "$out/text")" = 10 ] ||
+    fail "contended table: $(cat "$out/text")"
 
 "$bench" --quick --json uncontended > "$out/json" 2> "$out/tables" || fail "--json exit $?"
 head -c 1 "$out/json" | grep -q '{' || fail "JSON does not start with {: $(cat "$out/json")"
