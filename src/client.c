@@ -167,16 +167,12 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
 
 void rlock_client_close(rlock_client *c)
 {
-    rlock__hold *h, *next;
 
     if (!c)
         return;
     rlock__bg_stop(c);
     rlock__pool_drain(c);
-    for (h = c->holds; h; h = next) {
-        next = h->next;
-        free(h);
-    }
+    rlock__hold_clear(c, NULL);
     while (c->subs) {
         rlock__sub *s = c->subs;
         c->subs = s->next;
@@ -198,7 +194,6 @@ void rlock_client_close(rlock_client *c)
 void rlock__client_after_fork_check(rlock_client *c)
 {
     unsigned gen = rlock__fork_generation();
-    rlock__hold *h;
     int i;
 
     if (c->fork_gen == gen)
@@ -209,10 +204,7 @@ void rlock__client_after_fork_check(rlock_client *c)
         redisFree(c->idle[i]);
     c->nidle = 0;
     c->nopen = 0;
-    while ((h = c->holds) != NULL) {
-        c->holds = h->next;
-        free(h);
-    }
+    rlock__hold_clear(c, NULL); /* the parent's; the mutexes stay */
     c->waiters = NULL;
     c->in_callback = NULL;
     c->bg_running = 0;

@@ -162,7 +162,10 @@ enum rlock__key {
  * the monotonic clock. Lives in client->holds, guarded by client->mu.
  */
 typedef struct rlock__hold {
-    struct rlock__hold *next;
+    struct rlock__hold *next, *prev; /* the client's list of holds */
+    struct rlock__hold *m_next;      /* the mutex's holds */
+    struct rlock__hold *key_next;    /* hash chain by (name, thread) */
+    struct rlock__hold *serial_next; /* hash chain by serial */
     uint64_t serial;       /* unique in the client, for in-flight renewals */
     rlock_mutex *m;
     uint64_t thread;
@@ -184,11 +187,18 @@ typedef struct rlock__hold {
     int renewing;          /* a renewal of this hold is in flight */
 } rlock__hold;
 
-/* Finds the calling thread's hold of the lock named like m (mu held). */
+/* The hold table (hold.c); mu held for all of it. */
+/* Finds the calling thread's hold of the lock named like m. */
 rlock__hold *rlock__hold_find(rlock_client *c, const rlock_mutex *m,
                               uint64_t thread);
 rlock__hold *rlock__hold_by_serial(rlock_client *c, uint64_t serial);
+/* Adds h (h->m, h->thread and h->serial set); RLOCK_ENOMEM if the table
+ * could not grow (h is then not added). */
+int rlock__hold_add(rlock_client *c, rlock__hold *h);
 void rlock__hold_remove(rlock_client *c, rlock__hold *h);
+/* Forgets every hold of m, or of the whole client (m NULL), and frees
+ * the table (it grows again on the next add). */
+void rlock__hold_clear(rlock_client *c, const rlock_mutex *m);
 
 /* ---- waiting (wait.c, subscriber.c) ------------------------------------ */
 
@@ -275,6 +285,10 @@ struct rlock_client {
 
     pthread_mutex_t mu;
     rlock__hold *holds;
+    rlock__hold **hold_keys;    /* hash of holds by (name, thread) */
+    rlock__hold **hold_serials; /* hash of holds by serial */
+    size_t hold_slots;          /* size of both, a power of two, or 0 */
+    size_t nholds;
     rlock__waiter *waiters;
     rlock__sub *subs;
 
@@ -312,6 +326,7 @@ struct rlock_mutex {
     rlock_mutex_opts opts;
     int subscribed; /* holds a reference on the channel's subscription */
     unsigned sub_gen; /* the client's fork generation when it subscribed */
+    rlock__hold *holds; /* holds taken through this handle (mu held) */
 };
 
 /* Called at the start of every API call on c: handles a fork since the

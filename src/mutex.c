@@ -128,7 +128,6 @@ rlock_mutex *rlock_mutex_new(rlock_client *c, const char *name,
 void rlock_mutex_free(rlock_mutex *m)
 {
     rlock_client *c;
-    rlock__hold *h, *next;
 
     if (!m)
         return;
@@ -139,11 +138,7 @@ void rlock_mutex_free(rlock_mutex *m)
         pthread_cond_wait(&c->callback_cv, &c->mu);
     /* Forget this mutex's holds: no renewal after this point, the keys
      * expire on their own. */
-    for (h = c->holds; h; h = next) {
-        next = h->next;
-        if (h->m == m)
-            rlock__hold_remove(c, h);
-    }
+    rlock__hold_clear(c, m);
     if (m->subscribed)
         rlock__sub_release(c, m);
     pthread_mutex_unlock(&c->mu);
@@ -203,8 +198,10 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
         h->m = m;
         h->thread = thread;
         h->watchdog = m->opts.lease_ms == 0;
-        h->next = c->holds;
-        c->holds = h;
+        if (rlock__hold_add(c, h) != RLOCK_OK) {
+            free(h);
+            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        }
     }
     h->token = token;
     h->count = count;

@@ -6,9 +6,9 @@
  * than it asked for (no longer than its place in the queue had left); it
  * is topped up to its own lease at a third of the granted one, watchdog or
  * not, and that top-up does not count as a renewal.
- * All renewals that are due, or will be within a quarter of that period,
- * go to Redis in one script call: one round trip per tick however many
- * locks the client holds. A renewal checks owner and token, so it can never
+ * All renewals that are due, or will be within half of that period,
+ * go to Redis together, a thousand per script call: one round trip per
+ * tick for every thousand locks the client holds. A renewal checks owner and token, so it can never
  * revive a lock that was released or taken by someone else.
  *
  * A hold whose lease end passes without a successful renewal (Redis
@@ -131,11 +131,14 @@ static void renew_due(rlock_client *c)
 {
     renewal *rn = NULL;
     rlock__hold *h;
-    int n = 0, cap = 0;
+    int n = 0, cap = 0, off;
     int64_t now = rlock__now_ns();
 
-    for (h = c->holds; h && n < RENEW_BATCH; h = h->next) {
-        if (!may_renew(h) || h->renew_at > now + period_ns(h) / 4)
+    /* One walk collects every hold that is due or will be within half a
+     * period (renewing a little early costs nothing); they go out in
+     * script calls of RENEW_BATCH, one after the other. */
+    for (h = c->holds; h; h = h->next) {
+        if (!may_renew(h) || h->renew_at > now + period_ns(h) / 2)
             continue;
         if (n == cap) {
             renewal *bigger;
@@ -161,8 +164,10 @@ static void renew_due(rlock_client *c)
         h->renewing = 1;
         n++;
     }
-    if (n > 0)
-        renew_batch(c, rn, n);
+    for (off = 0; off < n; off += RENEW_BATCH) {
+        rlock__bound_background(c);
+        renew_batch(c, rn + off, n - off < RENEW_BATCH ? n - off : RENEW_BATCH);
+    }
     while (n-- > 0)
         free(rn[n].key);
     free(rn);
