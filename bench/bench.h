@@ -17,6 +17,7 @@ typedef struct bench {
     double seconds;   /* length of each timed run */
     FILE *out;        /* the readable tables: stdout, or stderr with --json */
     FILE *json;       /* NULL: text only */
+    const char *plot_dir; /* --plot DIR: wait samples for bench/plot.sh */
     int json_items;   /* values written in the current JSON object */
 } bench;
 
@@ -50,5 +51,7 @@ void report_str(bench *b, const char *key, const char *v);
 int scenario_uncontended(bench *b);
 int scenario_threads(bench *b);
 int scenario_contended(bench *b);
+int scenario_scale(bench *b);
+int scenario_waiters(bench *b);
 
 #endif

@@ -105,6 +105,26 @@ struct result {
     long total, min_w, max_w, commands;
 };
 
+/* DIR/waits-w<W>-work<US>.dat: each wait (ms, sorted) and the share of
+ * waits up to it, for bench/plot.sh. */
+static void write_waits(const bench *b, int workers, int work_us,
+                        const double *sorted, long n)
+{
+    char path[512];
+    FILE *f;
+    long i;
+
+    snprintf(path, sizeof path, "%s/waits-w%d-work%d.dat", b->plot_dir,
+             workers, work_us);
+    if (!(f = fopen(path, "w"))) {
+        perror(path);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        fprintf(f, "%.4f %.6f\n", sorted[i], (double)(i + 1) / (double)n);
+    fclose(f);
+}
+
 /* One run; with monitor, only the command count is of interest. */
 static int run(bench *b, int workers, int work_us, int monitor,
                struct result *res)
@@ -164,6 +184,8 @@ static int run(bench *b, int workers, int work_us, int monitor,
     res->p50 = all ? bench_quantile(all, (size_t)n, 0.5) : 0;
     res->p99 = all ? bench_quantile(all, (size_t)n, 0.99) : 0;
     res->max = all && n ? all[n - 1] : 0; /* sorted by bench_quantile */
+    if (all && n && !monitor && b->plot_dir)
+        write_waits(b, workers, work_us, all, n);
     res->per_s = (double)res->total / seconds;
     res->commands = mo.commands;
     free(all);

@@ -2,13 +2,15 @@
  * rlock-bench: measures rlock beside the Redis floor, in the same run, on
  * the same server (docs/performance.md).
  *
- *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [SCENARIO...]
+ *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [--plot DIR]
+ *               [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
- * stops it at the end. Scenarios: uncontended, threads, contended
- * (default: all).
+ * stops it at the end. Scenarios: uncontended, threads, contended, scale,
+ * waiters (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
- * stdout and the tables to stderr. Exits 0, 1 if a scenario failed, 64 on
+ * stdout and the tables to stderr. --plot DIR writes the contended
+ * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed, 64 on
  * bad arguments, 69 if no Redis could be reached or started.
  */
 #include <errno.h>
@@ -26,6 +28,8 @@ static const struct {
     {"uncontended", scenario_uncontended},
     {"threads", scenario_threads},
     {"contended", scenario_contended},
+    {"scale", scenario_scale},
+    {"waiters", scenario_waiters},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 
@@ -34,7 +38,7 @@ static int usage(FILE *f, int code)
     size_t i;
 
     fprintf(f, "usage: rlock-bench [--redis URL] [--seconds S] [--quick] "
-               "[--json] [SCENARIO...]\nscenarios:");
+               "[--json] [--plot DIR] [SCENARIO...]\nscenarios:");
     for (i = 0; i < NSCEN; i++)
         fprintf(f, " %s", scenarios[i].name);
     fprintf(f, " (default: all)\n");
@@ -62,6 +66,9 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--quick") == 0) {
             b.quick = 1;
+        } else if (strcmp(a, "--plot") == 0 && i + 1 < argc &&
+                   argv[i + 1][0]) {
+            b.plot_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             b.json = stdout;
             b.out = stderr;

@@ -15,6 +15,14 @@ grep -Eq '^  ratio +[0-9.]+ x the floor' "$out/text" || fail "no ratio: $(cat "$
 [ "$(grep -c '^  T=[1248] ' "$out/text")" = 4 ] || fail "threads table: $(cat "$out/text")"
 [ "$(grep -Ec '^  work +(0|1000) us  W=(1|2|4|8|16) ' "$out/text")" = 10 ] ||
     fail "contended table: $(cat "$out/text")"
+[ "$(grep -Ec '^  K=(100|1000) ' "$out/text")" = 2 ] || fail "scale table: $(cat "$out/text")"
+grep -Eq 'wake-up after release p50 [0-9]+ us .* subscriber connections 4 ' "$out/text" ||
+    fail "waiters: $(cat "$out/text")"
+
+mkdir "$out/plot"
+"$bench" --quick --plot "$out/plot" contended > /dev/null || fail "--plot exit $?"
+[ "$(ls "$out/plot" | grep -c '^waits-w[0-9]*-work[0-9]*\.dat$')" = 10 ] ||
+    fail "--plot wrote: $(ls "$out/plot")"
 
 "$bench" --quick --json uncontended > "$out/json" 2> "$out/tables" || fail "--json exit $?"
 head -c 1 "$out/json" | grep -q '{' || fail "JSON does not start with {: $(cat "$out/json")"

@@ -1,0 +1,166 @@
+/*
+ * Scenario "scale": one client holds K locks (1,000, 10,000, 100,000)
+ * under the watchdog for a fixed time. Reported: renewal round trips
+ * (script calls counted by Redis) per tick and per 1,000 locks, commands
+ * per second, the client's CPU (all its threads) as a share of one core,
+ * client memory per held lock (resident set growth) and Redis memory per
+ * held lock (used_memory growth). Targets: <= 1 round trip per 1,000
+ * locks per renewal tick; client CPU <= 2 % of a core at 10,000 locks.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define LEASE_MS 1500 /* renewed every 500 ms */
+
+static long long info_field(redisContext *raw, const char *section,
+                            const char *field)
+{
+    redisReply *r = redisCommand(raw, "INFO %s", section);
+    long long v = -1;
+    const char *p;
+    char key[80];
+
+    snprintf(key, sizeof key, "%s:", field);
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key)))
+        v = atoll(p + strlen(key));
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+static long long evalsha_calls(redisContext *raw)
+{
+    redisReply *r = redisCommand(raw, "INFO commandstats");
+    const char *p;
+    long long v = 0;
+
+    if (r && r->type == REDIS_REPLY_STRING &&
+        (p = strstr(r->str, "cmdstat_evalsha:calls=")))
+        v = atoll(p + strlen("cmdstat_evalsha:calls="));
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+static long rss_kb(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static int hold_many(bench *b, redisContext *raw, long k)
+{
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex **ms = calloc((size_t)k, sizeof *ms);
+    long i, held = 0;
+    long long mem0, mem1, calls0, calls1;
+    long rss0, rss1;
+    double window = b->seconds < 2 ? 2 : b->seconds, t0, c0, wall, cpu;
+    int err, rc = 1;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = LEASE_MS;
+    c = rlock_client_open(b->url, &o, &err);
+    if (!c || !ms) {
+        fprintf(stderr, "rlock-bench: scale: %s\n", rlock_strerror(err));
+        free(ms);
+        return 1;
+    }
+    mem0 = info_field(raw, "memory", "used_memory");
+    rss0 = rss_kb();
+    for (i = 0; i < k; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "bench:scale:%ld", i);
+        ms[i] = rlock_mutex_new(c, name, NULL, &err);
+        if (!ms[i] || rlock_mutex_lock(ms[i]) != RLOCK_OK)
+            goto out;
+        held++;
+    }
+    mem1 = info_field(raw, "memory", "used_memory");
+    rss1 = rss_kb();
+    /* Held; the watchdog renews them. Count what that costs. */
+    calls0 = evalsha_calls(raw);
+    c0 = cpu_s();
+    t0 = bench_now();
+    usleep((useconds_t)(window * 1e6));
+    wall = bench_now() - t0;
+    cpu = cpu_s() - c0;
+    calls1 = evalsha_calls(raw);
+    {
+        double ticks = wall / (LEASE_MS / 3.0 / 1000.0);
+        double trips = (double)(calls1 - calls0);
+        fprintf(b->out,
+                "  K=%-6ld %5.1f round trips/tick (%.2f per 1,000 locks; "
+                "target <= 1)  %6.1f commands/s  client CPU %5.2f %%  "
+                "client %6.0f B/lock  Redis %5.0f B/lock\n",
+                k, trips / ticks, trips / ticks / ((double)k / 1000),
+                trips / wall, 100 * cpu / wall,
+                1024.0 * (double)(rss1 - rss0) / (double)k,
+                (double)(mem1 - mem0) / (double)k);
+        report_open(b, "scale");
+        report_num(b, "locks", (double)k);
+        report_num(b, "round_trips_per_tick", trips / ticks);
+        report_num(b, "round_trips_per_tick_per_1000_locks",
+                   trips / ticks / ((double)k / 1000));
+        report_num(b, "commands_per_s", trips / wall);
+        report_num(b, "client_cpu_percent", 100 * cpu / wall);
+        report_num(b, "client_bytes_per_lock",
+                   1024.0 * (double)(rss1 - rss0) / (double)k);
+        report_num(b, "redis_bytes_per_lock",
+                   (double)(mem1 - mem0) / (double)k);
+        report_close(b);
+    }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "rlock-bench: scale: lock %ld failed: %s\n", held,
+                rlock_client_errmsg(c));
+    for (i = 0; i < held; i++)
+        rlock_mutex_unlock(ms[i]);
+    for (i = 0; i < k && ms[i]; i++)
+        rlock_mutex_free(ms[i]);
+    free(ms);
+    rlock_client_close(c);
+    return rc;
+}
+
+int scenario_scale(bench *b)
+{
+    static const long ks[] = {1000, 10000, 100000};
+    static const long quick_ks[] = {100, 1000};
+    const long *k = b->quick ? quick_ks : ks;
+    size_t i, n = b->quick ? 2 : 3;
+    redisContext *raw = floor_connect(b->url);
+    int rc = 0;
+
+    if (!raw)
+        return 1;
+    fprintf(b->out, "scale: one client holds K locks under the watchdog "
+                    "(lease %d ms, a tick every %d ms) for %.1f s\n",
+            LEASE_MS, LEASE_MS / 3, b->seconds < 2 ? 2 : b->seconds);
+    for (i = 0; i < n && rc == 0; i++)
+        rc = hold_many(b, raw, k[i]);
+    redisFree(raw);
+    return rc;
+}
