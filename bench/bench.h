@@ -12,18 +12,18 @@
 #include <rlock/rlock.h>
 
 typedef struct bench {
-    const char *url;  /* the server every scenario uses */
-    int quick;        /* tiny counts: a smoke run, not a measurement */
-    double seconds;   /* length of each timed run */
-    FILE *out;        /* the readable tables: stdout, or stderr with --json */
-    FILE *json;       /* NULL: text only */
+    const char *url; /* the server every scenario uses */
+    int quick;       /* tiny counts: a smoke run, not a measurement */
+    double seconds;  /* length of each timed run */
+    FILE *out;       /* the readable tables: stdout, or stderr with --json */
+    FILE *json;      /* NULL: text only */
     const char *plot_dir; /* --plot DIR: wait samples for bench/plot.sh */
-    int json_items;   /* values written in the current JSON object */
+    int json_items;       /* values written in the current JSON object */
 } bench;
 
 /* ---- time and statistics (stats.c) ---------------------------------- */
 
-double bench_now(void);                      /* monotonic, seconds */
+double bench_now(void); /* monotonic, seconds */
 /* Sorts v[0..n) and returns its q-quantile (0 <= q <= 1); 0 if n == 0. */
 double bench_quantile(double *v, size_t n, double q);
 

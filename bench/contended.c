@@ -34,8 +34,8 @@ static int worker(const char *url, struct board *sh, int id, double seconds,
 {
     int err;
     rlock_client *c = rlock_client_open(url, NULL, &err);
-    rlock_mutex *m = c ? rlock_mutex_new(c, "bench:contended", NULL, &err)
-                       : NULL;
+    rlock_mutex *m =
+        c ? rlock_mutex_new(c, "bench:contended", NULL, &err) : NULL;
     double end;
 
     if (!m) {
@@ -114,8 +114,8 @@ static void write_waits(const bench *b, int workers, int work_us,
     FILE *f;
     long i;
 
-    snprintf(path, sizeof path, "%s/waits-w%d-work%d.dat", b->plot_dir,
-             workers, work_us);
+    snprintf(path, sizeof path, "%s/waits-w%d-work%d.dat", b->plot_dir, workers,
+             work_us);
     if (!(f = fopen(path, "w"))) {
         perror(path);
         return;
@@ -199,9 +199,10 @@ int scenario_contended(bench *b)
     static const int works[] = {0, 1000};
     size_t wi, ki;
 
-    fprintf(b->out, "contended: W processes, one name, lock -> work -> "
-                    "unlock for %.1f s; commands counted in a separate "
-                    "run with MONITOR\n",
+    fprintf(b->out,
+            "contended: W processes, one name, lock -> work -> "
+            "unlock for %.1f s; commands counted in a separate "
+            "run with MONITOR\n",
             b->seconds);
     for (ki = 0; ki < sizeof works / sizeof works[0]; ki++) {
         double alone = 0;
@@ -219,8 +220,8 @@ int scenario_contended(bench *b)
                     "  work %4d us  W=%-2d %7.0f acq/s (%.3f x W=1)  wait "
                     "p50 %6.2f p99 %6.2f max %6.2f ms  min/max %ld/%ld "
                     "(%.3f)  %.2f commands/acq\n",
-                    works[ki], w, r.per_s, r.per_s / alone, r.p50, r.p99,
-                    r.max, r.min_w, r.max_w,
+                    works[ki], w, r.per_s, r.per_s / alone, r.p50, r.p99, r.max,
+                    r.min_w, r.max_w,
                     r.max_w ? (double)r.min_w / (double)r.max_w : 0,
                     mr.total ? (double)mr.commands / (double)mr.total : 0);
             report_open(b, "contended");

@@ -10,8 +10,8 @@
  * waiters (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. --plot DIR writes the contended
- * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed, 64 on
- * bad arguments, 69 if no Redis could be reached or started.
+ * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed,
+ * 64 on bad arguments, 69 if no Redis could be reached or started.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,10 +25,8 @@ static const struct {
     const char *name;
     int (*run)(bench *b);
 } scenarios[] = {
-    {"uncontended", scenario_uncontended},
-    {"threads", scenario_threads},
-    {"contended", scenario_contended},
-    {"scale", scenario_scale},
+    {"uncontended", scenario_uncontended}, {"threads", scenario_threads},
+    {"contended", scenario_contended},     {"scale", scenario_scale},
     {"waiters", scenario_waiters},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
@@ -66,13 +64,13 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--quick") == 0) {
             b.quick = 1;
-        } else if (strcmp(a, "--plot") == 0 && i + 1 < argc &&
-                   argv[i + 1][0]) {
+        } else if (strcmp(a, "--plot") == 0 && i + 1 < argc && argv[i + 1][0]) {
             b.plot_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             b.json = stdout;
             b.out = stderr;
-        } else if (strcmp(a, "--redis") == 0 && i + 1 < argc && argv[i + 1][0]) {
+        } else if (strcmp(a, "--redis") == 0 && i + 1 < argc &&
+                   argv[i + 1][0]) {
             b.url = argv[++i];
         } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
             char *end;
@@ -109,8 +107,9 @@ int main(int argc, char **argv)
     fprintf(b.out, "rlock-bench %s on %s%s\n", rlock_version(), b.url,
             server > 0 ? " (a private redis-server)" : "");
     if (b.json)
-        fprintf(b.json, "{\"rlock_version\": \"%s\", \"quick\": %s, "
-                        "\"results\": [",
+        fprintf(b.json,
+                "{\"rlock_version\": \"%s\", \"quick\": %s, "
+                "\"results\": [",
                 rlock_version(), b.quick ? "true" : "false");
     for (k = 0; k < NSCEN; k++)
         if (!any || want[k])

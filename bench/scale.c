@@ -156,8 +156,9 @@ int scenario_scale(bench *b)
 
     if (!raw)
         return 1;
-    fprintf(b->out, "scale: one client holds K locks under the watchdog "
-                    "(lease %d ms, a tick every %d ms) for %.1f s\n",
+    fprintf(b->out,
+            "scale: one client holds K locks under the watchdog "
+            "(lease %d ms, a tick every %d ms) for %.1f s\n",
             LEASE_MS, LEASE_MS / 3, b->seconds < 2 ? 2 : b->seconds);
     for (i = 0; i < n && rc == 0; i++)
         rc = hold_many(b, raw, k[i]);

@@ -11,8 +11,8 @@
 #define MAX_T 8
 
 struct runner {
-    rlock_mutex *m;        /* rlock run */
-    redisContext *raw;     /* floor run */
+    rlock_mutex *m;    /* rlock run */
+    redisContext *raw; /* floor run */
     char key[32];
     double until;
     long pairs;
@@ -76,9 +76,10 @@ int scenario_threads(bench *b)
     size_t k;
     int rc = 0;
 
-    fprintf(b->out, "threads: T threads, a name each, one client (T connections) vs "
-           "the floor on T connections; %.1f s each\n",
-           b->seconds);
+    fprintf(b->out,
+            "threads: T threads, a name each, one client (T connections) vs "
+            "the floor on T connections; %.1f s each\n",
+            b->seconds);
     for (k = 0; k < sizeof ts / sizeof ts[0] && rc == 0; k++) {
         int t = ts[k], i, err, round;
         rlock_client_opts o;
@@ -112,9 +113,10 @@ int scenario_threads(bench *b)
             f_sum += f;
         }
         if (rc == 0) {
-            fprintf(b->out, "  T=%d  rlock %9.0f pairs/s  floor %9.0f pairs/s  "
-                   "ratio %.3f (target >= 0.9)\n",
-                   t, r_sum / 2, f_sum / 2, r_sum / f_sum);
+            fprintf(b->out,
+                    "  T=%d  rlock %9.0f pairs/s  floor %9.0f pairs/s  "
+                    "ratio %.3f (target >= 0.9)\n",
+                    t, r_sum / 2, f_sum / 2, r_sum / f_sum);
             report_open(b, "threads");
             report_num(b, "threads", t);
             report_num(b, "rlock_pairs_per_s", r_sum / 2);

@@ -18,8 +18,8 @@ int scenario_uncontended(bench *b)
     double *lat_f = calloc((size_t)pairs, sizeof *lat_f);
     double sum_r = 0, sum_f = 0;
     rlock_client *c = rlock_client_open(b->url, NULL, &err);
-    rlock_mutex *m = c ? rlock_mutex_new(c, "bench:uncontended", NULL, &err)
-                       : NULL;
+    rlock_mutex *m =
+        c ? rlock_mutex_new(c, "bench:uncontended", NULL, &err) : NULL;
     redisContext *raw = floor_connect(b->url);
     int n = 0, rc = 1;
 
@@ -55,15 +55,17 @@ int scenario_uncontended(bench *b)
         sum_r += lat_r[i];
         sum_f += lat_f[i];
     }
-    fprintf(b->out, "uncontended: %d acquire+release pairs, one client, one name\n", n);
-    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n", "rlock",
-           n / sum_r, bench_quantile(lat_r, (size_t)n, 0.5) * 1e6,
-           bench_quantile(lat_r, (size_t)n, 0.99) * 1e6);
-    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n", "floor",
-           n / sum_f, bench_quantile(lat_f, (size_t)n, 0.5) * 1e6,
-           bench_quantile(lat_f, (size_t)n, 0.99) * 1e6);
-    fprintf(b->out, "  ratio    %.3f x the floor's time per pair (target <= 1.05)\n",
-           sum_r / sum_f);
+    fprintf(b->out,
+            "uncontended: %d acquire+release pairs, one client, one name\n", n);
+    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n",
+            "rlock", n / sum_r, bench_quantile(lat_r, (size_t)n, 0.5) * 1e6,
+            bench_quantile(lat_r, (size_t)n, 0.99) * 1e6);
+    fprintf(b->out, "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us\n",
+            "floor", n / sum_f, bench_quantile(lat_f, (size_t)n, 0.5) * 1e6,
+            bench_quantile(lat_f, (size_t)n, 0.99) * 1e6);
+    fprintf(b->out,
+            "  ratio    %.3f x the floor's time per pair (target <= 1.05)\n",
+            sum_r / sum_f);
     report_open(b, "uncontended");
     report_num(b, "pairs", n);
     report_num(b, "rlock_pairs_per_s", n / sum_r);
@@ -77,8 +79,9 @@ int scenario_uncontended(bench *b)
     rc = 0;
     goto out;
 failed:
-    fprintf(stderr, "rlock-bench: uncontended: a lock or the floor failed: "
-                    "%s\n",
+    fprintf(stderr,
+            "rlock-bench: uncontended: a lock or the floor failed: "
+            "%s\n",
             rlock_client_errmsg(c));
 out:
     if (m)

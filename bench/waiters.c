@@ -55,8 +55,8 @@ static void *waiter_main(void *p)
         /* The first hold of a name measures nothing. */
         if (rel > 0 && sh->n[w->slot] < MAX_SAMPLES)
             sh->lat[w->slot][sh->n[w->slot]++] = (float)(got - rel) / 1e3f;
-        __atomic_store_n(&sh->release_ns[w->name],
-                         (int64_t)(bench_now() * 1e9), __ATOMIC_SEQ_CST);
+        __atomic_store_n(&sh->release_ns[w->name], (int64_t)(bench_now() * 1e9),
+                         __ATOMIC_SEQ_CST);
         if (rlock_mutex_unlock(w->m) != RLOCK_OK) {
             w->failed = 1;
             return NULL;

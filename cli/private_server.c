@@ -62,8 +62,9 @@ pid_t private_server_start(const char *dir, const sigset_t *mask, char *url,
             return pid;
         }
         if (now_s() > until || waitpid(pid, NULL, WNOHANG) == pid) {
-            fprintf(stderr, "could not start redis-server (is it installed? "
-                            "see %s)\n",
+            fprintf(stderr,
+                    "could not start redis-server (is it installed? "
+                    "see %s)\n",
                     log);
             private_server_stop(pid, dir);
             return -1;

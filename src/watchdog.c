@@ -6,10 +6,11 @@
  * than it asked for (no longer than its place in the queue had left); it
  * is topped up to its own lease at a third of the granted one, watchdog or
  * not, and that top-up does not count as a renewal.
- * All renewals that are due, or will be within half of that period,
- * go to Redis together, a thousand per script call: one round trip per
- * tick for every thousand locks the client holds. A renewal checks owner and token, so it can never
- * revive a lock that was released or taken by someone else.
+ * All renewals that are due, or will be within half of that period, go
+ * to Redis together, a thousand per script call: one round trip per tick
+ * for every thousand locks the client holds. A renewal checks owner and
+ * token, so it can never revive a lock that was released or taken by
+ * someone else.
  *
  * A hold whose lease end passes without a successful renewal (Redis
  * unreachable, the renewal cap reached, a fixed lease never extended) is
@@ -166,7 +167,8 @@ static void renew_due(rlock_client *c)
     }
     for (off = 0; off < n; off += RENEW_BATCH) {
         rlock__bound_background(c);
-        renew_batch(c, rn + off, n - off < RENEW_BATCH ? n - off : RENEW_BATCH);
+        renew_batch(c, rn + off,
+                    n - off < RENEW_BATCH ? n - off : RENEW_BATCH);
     }
     while (n-- > 0)
         free(rn[n].key);
