@@ -165,11 +165,11 @@ static void renew_due(rlock_client *c)
         h->renewing = 1;
         n++;
     }
-    for (off = 0; off < n; off += RENEW_BATCH) {
-        rlock__bound_background(c);
+    /* The bound computed before the first call stays right for the others:
+     * renewals only move lease ends later. */
+    for (off = 0; off < n; off += RENEW_BATCH)
         renew_batch(c, rn + off,
                     n - off < RENEW_BATCH ? n - off : RENEW_BATCH);
-    }
     while (n-- > 0)
         free(rn[n].key);
     free(rn);
