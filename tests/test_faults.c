@@ -12,6 +12,16 @@
 #include "harness/proxy.h"
 #include "harness/test.h"
 
+/* Runs the checker, which must find a violation; returns its figures. */
+static rt_check_result expect_violation(const rt_check_opts *o)
+{
+    rt_check_result r;
+
+    CHECK_INT(rt_check_run(o, &r), ==, 1);
+    rt_check_print(stdout, &r);
+    return r;
+}
+
 /* Runs the checker and fails the test on any violation. */
 static rt_check_result run_checker(rt_check_opts *o)
 {
@@ -103,8 +113,7 @@ TEST(checker_detects_broken_locks_and_stale_writes)
     o.workers = 4;
     o.iterations = 100;
     o.hold_us = 500;
-    CHECK_INT(rt_check_run(&o, &r), ==, 1);
-    rt_check_print(stdout, &r);
+    r = expect_violation(&o);
     CHECK(r.overlaps > 0);
     CHECK(r.counter_mismatch > 0);
     CHECK(r.token_order > 0);
@@ -112,8 +121,7 @@ TEST(checker_detects_broken_locks_and_stale_writes)
     checker_opts(&o, s, "reversed");
     o.reverse_tokens = 1;
     o.no_fence = 1;
-    CHECK_INT(rt_check_run(&o, &r), ==, 1);
-    rt_check_print(stdout, &r);
+    r = expect_violation(&o);
     CHECK(r.token_order > 0);
     CHECK_INT(r.overlaps, ==, 0);
     CHECK_INT(r.counter_mismatch, ==, 0);
@@ -123,8 +131,7 @@ TEST(checker_detects_broken_locks_and_stale_writes)
     o.workers = 3;
     o.iterations = 10;
     o.during = pause_a_holder;
-    CHECK_INT(rt_check_run(&o, &r), ==, 1);
-    rt_check_print(stdout, &r);
+    r = expect_violation(&o);
     CHECK_INT(r.stale_accepted, ==, 1);
     CHECK_INT(r.lost, ==, 1);
     CHECK_INT(r.overlaps, ==, 0);
