@@ -66,8 +66,9 @@ static void mark_lost(rlock__hold *h)
     }
 }
 
-/* Sends one batch; mu is released meanwhile. */
-static void renew_batch(rlock_client *c, renewal *rn, int n)
+/* Sends one batch; mu is released meanwhile. t_step: when the step that
+ * collected it began. */
+static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
 {
     const char **keys = malloc(sizeof *keys * (size_t)n);
     size_t *key_lens = malloc(sizeof *key_lens * (size_t)n);
@@ -118,7 +119,11 @@ static void renew_batch(rlock_client *c, renewal *rn, int n)
                 h->renewals++;
             h->cur_lease_ms = rn[i].lease_ms;
             h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS;
-            h->renew_at = t_send + period_ns(h);
+            /* Every batch of a step is due again at the same moment, a
+             * period after the step began (a little early for the later
+             * batches), so that the holds renewed together stay together
+             * and the next step again sends full batches. */
+            h->renew_at = t_step + period_ns(h);
         } else if (!h->releasing) {
             mark_lost(h);
         }
@@ -169,7 +174,7 @@ static void renew_due(rlock_client *c)
      * renewals only move lease ends later. */
     for (off = 0; off < n; off += RENEW_BATCH)
         renew_batch(c, rn + off,
-                    n - off < RENEW_BATCH ? n - off : RENEW_BATCH);
+                    n - off < RENEW_BATCH ? n - off : RENEW_BATCH, now);
     while (n-- > 0)
         free(rn[n].key);
     free(rn);
