@@ -36,6 +36,16 @@ redisContext *floor_connect(const char *url);
  * round trips every lock needs. Returns 0, or -1 on any failure. */
 int floor_pair(redisContext *ctx, const char *key, const char *token);
 
+/* ---- what the server reports (server.c) ------------------------------- */
+
+/* A numeric field of INFO section, or -1. */
+long long server_info_field(redisContext *raw, const char *section,
+                            const char *field);
+/* EVALSHA calls so far (INFO commandstats). */
+long long server_evalsha_calls(redisContext *raw);
+/* Microseconds Redis has spent running commands, INFO excluded, or -1. */
+long long server_command_usec(redisContext *raw);
+
 /* ---- reporting (report.c) --------------------------------------------- */
 
 /* Text goes to stdout; with --json, the same values go into one JSON

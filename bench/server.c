@@ -1,0 +1,65 @@
+/*
+ * What the server says about itself: fields of INFO, the number of script
+ * calls, and the time Redis spent running commands. These let a scenario
+ * report Redis's side of a cost, which the client's clock cannot separate
+ * from the network and the scheduler.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+long long server_info_field(redisContext *raw, const char *section,
+                            const char *field)
+{
+    redisReply *r = redisCommand(raw, "INFO %s", section);
+    long long v = -1;
+    const char *p;
+    char key[80];
+
+    snprintf(key, sizeof key, "\n%s:", field);
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key)))
+        v = atoll(p + strlen(key));
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+long long server_evalsha_calls(redisContext *raw)
+{
+    redisReply *r = redisCommand(raw, "INFO commandstats");
+    const char *p;
+    long long v = 0;
+
+    if (r && r->type == REDIS_REPLY_STRING &&
+        (p = strstr(r->str, "cmdstat_evalsha:calls=")))
+        v = atoll(p + strlen("cmdstat_evalsha:calls="));
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* The sum of usec= over every command but INFO itself. Redis counts the
+ * time a command (a whole script, for EVALSHA) runs, not reading the
+ * request or writing the reply. */
+long long server_command_usec(redisContext *raw)
+{
+    redisReply *r = redisCommand(raw, "INFO commandstats");
+    long long total = 0;
+    const char *p;
+
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    for (p = strstr(r->str, "cmdstat_"); p; p = strstr(p + 1, "cmdstat_")) {
+        const char *u = strstr(p, ",usec=");
+        const char *eol = strchr(p, '\n');
+        if (strncmp(p, "cmdstat_info:", 13) == 0 || !u || (eol && u > eol))
+            continue;
+        total += atoll(u + 6);
+    }
+    freeReplyObject(r);
+    return total;
+}
