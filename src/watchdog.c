@@ -184,18 +184,35 @@ static void renew_due(rlock_client *c)
  * rlock_mutex_free waits for a callback on its mutex to finish. */
 static void notify_lost(rlock_client *c)
 {
+    uint64_t resume = 0; /* serial of the hold to go on from, 0: the head */
+    int called = 0;
+
+    /* One pass over the holds, not one per loss: 100,000 holds lost at
+     * once must not cost 100,000 walks. mu is released around each
+     * callback, so the pass goes on from the next hold by its serial (it
+     * may have gone meanwhile: then from the head, which sees everything
+     * again). */
     for (;;) {
-        rlock__hold *h;
+        rlock__hold *h = resume ? rlock__hold_by_serial(c, resume) : NULL;
+        rlock__hold *start = h ? h : c->holds;
         rlock_mutex *m;
 
-        for (h = c->holds; h && !h->notify; h = h->next)
-            ;
-        if (!h)
+        for (h = start; h && (!h->notify || !h->m->opts.on_lost); h = h->next)
+            h->notify = 0; /* nothing to call for it */
+        if (!h) {
+            if (start != c->holds) {
+                resume = 0; /* once more from the head, for what came
+                               meanwhile */
+                continue;
+            }
+            /* The callbacks ran unbounded; bound what follows again. */
+            if (called)
+                rlock__bound_background(c);
             return;
+        }
         h->notify = 0;
         m = h->m;
-        if (!m->opts.on_lost)
-            continue;
+        resume = h->next ? h->next->serial : 0;
         c->in_callback = m;
         pthread_mutex_unlock(&c->mu);
         /* The callback is the application's code: it may fork, and the
@@ -205,7 +222,7 @@ static void notify_lost(rlock_client *c)
         m->opts.on_lost(m, m->opts.on_lost_arg);
         rlock__busy_begin();
         pthread_mutex_lock(&c->mu);
-        rlock__bound_background(c);
+        called = 1;
         c->in_callback = NULL;
         pthread_cond_broadcast(&c->callback_cv);
     }
