@@ -24,6 +24,7 @@ void rlock_client_opts_init(rlock_client_opts *o)
     o->backoff_max_ms = 100;
     o->max_connections = 4;
     o->key_prefix = "rlock";
+    o->sync_timeout_ms = 1000;
 }
 
 static int check_opts(const rlock_client_opts *o)
@@ -51,6 +52,11 @@ static int check_opts(const rlock_client_opts *o)
                            "or '}'");
     if (o->username && !o->password)
         return rlock__fail(NULL, RLOCK_EINVAL, "username given without password");
+    if (o->sync_replicas < 0 || o->sync_replicas > RLOCK__SYNC_MAX)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "sync_replicas must be in [0, %d]", RLOCK__SYNC_MAX);
+    if (o->sync_timeout_ms <= 0)
+        return rlock__fail(NULL, RLOCK_EINVAL, "sync_timeout_ms must be > 0");
     return RLOCK_OK;
 }
 

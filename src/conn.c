@@ -86,10 +86,26 @@ static int starts_with(const char *s, size_t len, const char *prefix)
     return len >= n && memcmp(s, prefix, n) == 0;
 }
 
+/* Error replies that say the deployment cannot serve locks now. */
+static const struct {
+    const char *prefix;
+    int code;
+    const char *meaning; /* follows the server's address */
+} deployment_errors[] = {
+    {"NOREPLICAS", RLOCK_EREPLICAS,
+     "refused the write: too few replicas are connected "
+     "(min-replicas-to-write)"},
+    {"READONLY", RLOCK_EUNAVAILABLE, "is a read-only replica, not the master"},
+    {"LOADING", RLOCK_EUNAVAILABLE, "is still loading its data"},
+    {"MASTERDOWN", RLOCK_EUNAVAILABLE, "is a replica that lost its master"},
+    {"CLUSTERDOWN", RLOCK_EUNAVAILABLE, "belongs to a cluster that is down"},
+};
+
 int rlock__reply_error(rlock_client *c, const redisReply *r)
 {
     const char *s = r->str ? r->str : "";
     size_t len = r->str ? (size_t)r->len : 0;
+    size_t i;
 
     if (starts_with(s, len, "NOAUTH") || starts_with(s, len, "WRONGPASS") ||
         starts_with(s, len, "NOPERM") ||
@@ -98,7 +114,35 @@ int rlock__reply_error(rlock_client *c, const redisReply *r)
         strstr(s, "without any password configured") != NULL)
         return rlock__fail(c, RLOCK_EAUTH, "%s refused: %.*s", c->where,
                            (int)len, s);
+    /* States of the deployment, not mistakes of the request: say what
+     * they mean, keep Redis's words. */
+    for (i = 0; i < sizeof deployment_errors / sizeof deployment_errors[0];
+         i++)
+        if (starts_with(s, len, deployment_errors[i].prefix))
+            return rlock__fail(c, deployment_errors[i].code, "%s %s: %.*s",
+                               c->where, deployment_errors[i].meaning,
+                               (int)len, s);
     return rlock__fail(c, RLOCK_EREDIS, "%.*s", (int)len, s);
+}
+
+int rlock__replicas_error(rlock_client *c, const char *what, long long acks,
+                          int wanted, const char *what_done)
+{
+    if (acks < 0)
+        return rlock__fail(c, RLOCK_EREPLICAS,
+                           "%s: WAIT failed on %s; %s", what, c->where,
+                           what_done);
+    return rlock__fail(c, RLOCK_EREPLICAS,
+                       "%s: %lld of %d replicas acknowledged within %d ms; %s",
+                       what, acks, wanted, c->opts.sync_timeout_ms, what_done);
+}
+
+int rlock__sync_replicas(const rlock_mutex *m)
+{
+    if (m->opts.sync_replicas == RLOCK_SYNC_OFF)
+        return 0;
+    return m->opts.sync_replicas > 0 ? m->opts.sync_replicas
+                                     : m->c->opts.sync_replicas;
 }
 
 /* Sends argv on ctx and reads the reply; error replies are returned as
@@ -111,6 +155,36 @@ static int roundtrip(rlock_client *c, redisContext *ctx, redisReply **out,
 
     if (!r)
         return rlock__ctx_error(c, ctx, what);
+    *out = r;
+    return RLOCK_OK;
+}
+
+/* roundtrip, with "WAIT replicas wait_ms" sent behind argv in the same
+ * write; *acks gets WAIT's answer, or -1 if it answered an error. */
+static int roundtrip_wait(rlock_client *c, redisContext *ctx,
+                          redisReply **out, int argc, const char **argv,
+                          const size_t *lens, const char *what, int replicas,
+                          int wait_ms, long long *acks)
+{
+    char n[16], t[16];
+    const char *wargv[3] = {"WAIT", n, t};
+    void *r = NULL, *w = NULL;
+
+    snprintf(n, sizeof n, "%d", replicas);
+    snprintf(t, sizeof t, "%d", wait_ms);
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK ||
+        redisAppendCommandArgv(ctx, 3, wargv, NULL) != REDIS_OK)
+        return rlock__ctx_error(c, ctx, what);
+    if (redisGetReply(ctx, &r) != REDIS_OK || !r)
+        return rlock__ctx_error(c, ctx, what);
+    if (redisGetReply(ctx, &w) != REDIS_OK || !w) {
+        freeReplyObject(r);
+        return rlock__ctx_error(c, ctx, what);
+    }
+    *acks = ((redisReply *)w)->type == REDIS_REPLY_INTEGER
+                ? ((redisReply *)w)->integer
+                : -1;
+    freeReplyObject(w);
     *out = r;
     return RLOCK_OK;
 }
@@ -342,12 +416,21 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
                 int nkeys, const char **keys, const size_t *key_lens,
                 int nargs, const char **args, const size_t *arg_lens)
 {
+    return rlock__eval_sync(c, s, out, nkeys, keys, key_lens, nargs, args,
+                            arg_lens, 0, NULL);
+}
+
+int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
+                     int nkeys, const char **keys, const size_t *key_lens,
+                     int nargs, const char **args, const size_t *arg_lens,
+                     int replicas, long long *acks)
+{
     const rlock__script_src *src = rlock__script(s);
     const char *small_argv[16];
     size_t small_lens[16];
     const char **argv = small_argv;
     size_t *lens = small_lens;
-    int argc = 3 + nkeys + nargs, i, rc;
+    int argc = 3 + nkeys + nargs, i, rc, full_ms;
     char nk[16];
     redisContext *ctx;
     redisReply *r = NULL;
@@ -383,14 +466,26 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
 
     tl_sent = 0;
     tl_reply_ms = 0;
+    if (acks)
+        *acks = replicas;
+    /* With a WAIT behind the script, its reply may come sync_timeout_ms
+     * later; WAIT itself never waits past the round trip's bound. */
+    full_ms = c->opts.command_timeout_ms +
+              (replicas > 0 ? c->opts.sync_timeout_ms : 0);
     rc = rlock__conn_get(c, &ctx);
     if (rc == RLOCK_OK) {
-        int reply_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
+        int reply_ms = rlock__round_trip_ms(full_ms);
+        int wait_ms = reply_ms < c->opts.sync_timeout_ms
+                          ? reply_ms
+                          : c->opts.sync_timeout_ms;
         if (reply_ms != c->opts.command_timeout_ms)
             redisSetTimeout(ctx, ms_to_tv(reply_ms));
         tl_reply_ms = reply_ms;
         tl_sent = 1;
-        rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+        rc = replicas > 0 ? roundtrip_wait(c, ctx, &r, argc, argv, lens,
+                                           src->name, replicas, wait_ms, acks)
+                          : roundtrip(c, ctx, &r, argc, argv, lens,
+                                      src->name);
         /* The script cache is empty after a restart or SCRIPT FLUSH: send
          * the body once, which caches it again under the same digest. */
         if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR && r->str &&
@@ -403,11 +498,16 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
             lens[1] = strlen(src->body);
             /* What is left of the bound, not what was left before. */
             if (reply_ms != c->opts.command_timeout_ms) {
-                reply_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
+                reply_ms = rlock__round_trip_ms(full_ms);
                 redisSetTimeout(ctx, ms_to_tv(reply_ms));
                 tl_reply_ms = reply_ms;
+                if (reply_ms < wait_ms)
+                    wait_ms = reply_ms;
             }
-            rc = roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+            rc = replicas > 0
+                     ? roundtrip_wait(c, ctx, &r, argc, argv, lens, src->name,
+                                      replicas, wait_ms, acks)
+                     : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         }
         if (reply_ms != c->opts.command_timeout_ms && rc == RLOCK_OK)
             redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));

@@ -35,6 +35,8 @@ const char *rlock_strerror(int err)
     case RLOCK_EPROTO: return "unexpected reply from Redis";
     case RLOCK_EIO: return "connection to Redis lost";
     case RLOCK_ECANCELED: return "wait cancelled";
+    case RLOCK_EREPLICAS: return "too few replicas acknowledged the write";
+    case RLOCK_EUNAVAILABLE: return "Redis cannot serve locks now";
     default: return "unknown error code";
     }
 }

@@ -140,6 +140,27 @@ int rlock__eval(rlock_client *c, enum rlock__script s, redisReply **out,
                 int nkeys, const char **keys, const size_t *key_lens,
                 int nargs, const char **args, const size_t *arg_lens);
 
+/* Most replicas sync_replicas may ask for. */
+#define RLOCK__SYNC_MAX 64
+
+/*
+ * As rlock__eval, and then, if replicas > 0, WAIT replicas on the same
+ * connection in the same round trip: *acks is set to the number of
+ * replicas that acknowledged the script's writes within the client's
+ * sync_timeout_ms (set to replicas when replicas is 0). A WAIT that fails
+ * sets *acks to -1 (the script's reply stands).
+ */
+int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
+                     int nkeys, const char **keys, const size_t *key_lens,
+                     int nargs, const char **args, const size_t *arg_lens,
+                     int replicas, long long *acks);
+/* The replicas m's writes wait for (0: none). */
+int rlock__sync_replicas(const rlock_mutex *m);
+/* Records RLOCK_EREPLICAS with what was acknowledged; what_done says what
+ * happened to the write ("released again", "hold kept", ...). */
+int rlock__replicas_error(rlock_client *c, const char *what, long long acks,
+                          int wanted, const char *what_done);
+
 /* Loads every script on ctx and records the SHA1 digests. */
 int rlock__scripts_load(rlock_client *c, redisContext *ctx);
 
@@ -346,6 +367,10 @@ uint64_t rlock__new_nonce(rlock_client *c);
  * is replaced by a fresh one for the attempts that follow. */
 int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce,
                        int64_t *hint_ms);
+/* With sync_replicas: makes sure the calling thread's new hold of m
+ * reached enough replicas, or releases it and returns RLOCK_EREPLICAS (or
+ * the error that prevented knowing). RLOCK_OK at once without. */
+int rlock__sync_new_hold(rlock_mutex *m);
 /* Records (or updates) the calling thread's hold after Redis granted it:
  * lease counted from t0, Redis having set granted_ms of it so far (mu
  * held). */

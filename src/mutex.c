@@ -86,6 +86,14 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
                            RLOCK_MS_MAX);
         return NULL;
     }
+    if (opts && opts->sync_replicas != RLOCK_SYNC_OFF &&
+        (opts->sync_replicas < 0 || opts->sync_replicas > RLOCK__SYNC_MAX)) {
+        *err = rlock__fail(c, RLOCK_EINVAL,
+                           "sync_replicas must be RLOCK_SYNC_OFF or in "
+                           "[0, %d]",
+                           RLOCK__SYNC_MAX);
+        return NULL;
+    }
     m = calloc(1, sizeof *m);
     if (!m) {
         *err = rlock__fail(c, RLOCK_ENOMEM, "out of memory");
@@ -322,6 +330,8 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
     pthread_mutex_unlock(&c->mu);
     if (rc != RLOCK_OK && mode != 'r')
         abandon(m, nonce_io);
+    if (rc == RLOCK_OK && mode != 'r')
+        rc = rlock__sync_new_hold(m);
     return rc;
 }
 
@@ -470,9 +480,13 @@ int rlock_mutex_unlock(rlock_mutex *m)
     return rc;
 }
 
-int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
+/* Sets the calling thread's lease to lease_ms from now; with m's
+ * sync_replicas, WAITs for the replicas in the same round trip, and too few
+ * acknowledgements make it RLOCK_EREPLICAS with the lease end as we count
+ * it left where it was. */
+static int extend_hold(rlock_mutex *m, int64_t lease_ms)
 {
-    rlock_client *c;
+    rlock_client *c = m->c;
     uint64_t thread, token = 0;
     int64_t count;
     char owner[RLOCK__OWNER_MAX], token_s[24], lease_s[24];
@@ -480,17 +494,11 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     size_t lens[3];
     redisReply *r = NULL;
     rlock__hold *h;
-    int ok = 0;
+    int ok = 0, replicas = rlock__sync_replicas(m);
+    long long acks = 0;
     int64_t t0;
     int rc;
 
-    if (!m)
-        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
-    c = m->c;
-    rlock__client_after_fork_check(c);
-    if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX)
-        return rlock__fail(c, RLOCK_EINVAL, "lease_ms must be 1 to %" PRId64,
-                           RLOCK_MS_MAX);
     thread = rlock__thread_number();
     if ((rc = own_hold(m, thread, &token, &count, NULL, 1)) != RLOCK_OK)
         return rc;
@@ -502,12 +510,17 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     lens[2] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease_ms);
     args[2] = lease_s;
     t0 = rlock__now_ns();
-    rc = rlock__eval(c, RLOCK__S_EXTEND, &r, 1, (const char **)m->keys,
-                     m->key_lens, 3, args, lens);
+    rc = rlock__eval_sync(c, RLOCK__S_EXTEND, &r, 1, (const char **)m->keys,
+                          m->key_lens, 3, args, lens, replicas, &acks);
     if (rc == RLOCK_OK && rlock__parse_extend(r, &ok) != RLOCK_OK)
         rc = bad_reply(c, "extend");
     if (r)
         freeReplyObject(r);
+    /* Extended on the master, but a failover now could undo it. */
+    if (rc == RLOCK_OK && ok && acks < replicas)
+        rc = rlock__replicas_error(c, "extend", acks, replicas,
+                                   "the lease end this client counts with "
+                                   "is unchanged");
 
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(c, m, thread);
@@ -537,6 +550,43 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
+{
+    if (!m)
+        return rlock__fail(NULL, RLOCK_EINVAL, "mutex is NULL");
+    rlock__client_after_fork_check(m->c);
+    if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX)
+        return rlock__fail(m->c, RLOCK_EINVAL,
+                           "lease_ms must be 1 to %" PRId64, RLOCK_MS_MAX);
+    return extend_hold(m, lease_ms);
+}
+
+int rlock__sync_new_hold(rlock_mutex *m)
+{
+    rlock_client *c = m->c;
+    int replicas = rlock__sync_replicas(m), rc;
+    char detail[512];
+
+    if (replicas == 0)
+        return RLOCK_OK;
+    /* A write of our own (the lease set again) behind which WAIT counts:
+     * replication keeps order, so a replica that has it has the
+     * acquisition or grant too, whichever connection wrote that. */
+    rc = extend_hold(m, hold_lease_ms(m));
+    if (rc == RLOCK_OK || rc == RLOCK_ELOST)
+        return rc;
+    snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
+    if (rc == RLOCK_EREPLICAS) {
+        char *p = strstr(detail, "; the lease end");
+        if (p)
+            snprintf(p, sizeof detail - (size_t)(p - detail),
+                     "; the lock was released again");
+    }
+    /* Not safely held: give it back (to the next waiter, if any). */
+    rlock_mutex_unlock(m);
+    return rlock__fail(c, rc, "%s", detail);
 }
 
 uint64_t rlock_mutex_token(rlock_mutex *m)

@@ -106,6 +106,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     uint64_t nonce; /* this acquisition's; w.nonce is the subscriber's copy */
     unsigned cancel_gen;
     int rc, attempted = 0, waited_for_sub = 0, gave_up = 0, dropped = 0;
+    int granted = 0; /* handed over by a release, not taken by an attempt */
 
     nonce = rlock__new_nonce(c);
     t_first = rlock__now_ns();
@@ -122,6 +123,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         if (accept_grant(m, &w, t_first)) {
             pthread_mutex_unlock(&c->mu);
             rc = RLOCK_OK;
+            granted = 1;
             break;
         }
         if (c->cancel_gen != cancel_gen) {
@@ -189,6 +191,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
             pthread_mutex_unlock(&c->mu);
             if (rc) {
                 rc = RLOCK_OK;
+                granted = 1;
                 break;
             }
             rc = RLOCK_ETIMEDOUT;
@@ -219,6 +222,8 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         pthread_mutex_unlock(&c->mu);
     }
     unregister_waiter(c, &w);
+    if (granted)
+        return rlock__sync_new_hold(m);
     if (gave_up || rc == RLOCK_ECANCELED) {
         /* Leave no trace: a waiter that gives up must not hold up those
          * queued behind it, and when this call returns its place is gone.

@@ -32,6 +32,7 @@
 typedef struct {
     uint64_t serial;
     int64_t lease_ms;
+    int replicas; /* sync_replicas of the hold's mutex */
     char *key;
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
@@ -76,7 +77,13 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     size_t *arg_lens = malloc(sizeof *arg_lens * (size_t)n * 3);
     redisReply *r = NULL;
     int64_t t_send;
-    int i, rc = RLOCK_ENOMEM;
+    int i, rc = RLOCK_ENOMEM, replicas = 0;
+    long long acks = 0;
+
+    /* One WAIT covers the batch: the most any of its holds asks for. */
+    for (i = 0; i < n; i++)
+        if (rn[i].replicas > replicas)
+            replicas = rn[i].replicas;
 
     pthread_mutex_unlock(&c->mu);
     t_send = rlock__now_ns();
@@ -91,8 +98,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
             args[3 * i + 2] = rn[i].lease;
             arg_lens[3 * i + 2] = strlen(rn[i].lease);
         }
-        rc = rlock__eval(c, RLOCK__S_RENEW, &r, n, keys, key_lens, 3 * n,
-                         args, arg_lens);
+        rc = rlock__eval_sync(c, RLOCK__S_RENEW, &r, n, keys, key_lens,
+                              3 * n, args, arg_lens, replicas, &acks);
         if (rc == RLOCK_OK && rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
             rc = RLOCK_EPROTO;
     }
@@ -107,8 +114,12 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
         if (!h)
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
-        if (rc != RLOCK_OK) {
-            /* Try again soon; the lease end decides when to give up. */
+        if (rc != RLOCK_OK ||
+            (acks < rn[i].replicas && rlock__renewed(r, (size_t)i))) {
+            /* Failed, or (sync_replicas) renewed on the master only,
+             * which a failover could undo, so it does not move the lease
+             * end we count with. Try again soon; the lease end decides
+             * when to give up. */
             int64_t retry = period_ns(h) / 10;
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
@@ -164,6 +175,7 @@ static void renew_due(rlock_client *c)
         rn[n].key_len = h->m->key_lens[RLOCK__K_LOCK];
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
+        rn[n].replicas = rlock__sync_replicas(h->m);
         rlock__owner(c, h->thread, rn[n].owner);
         snprintf(rn[n].token, sizeof rn[n].token, "%" PRIu64, h->token);
         snprintf(rn[n].lease, sizeof rn[n].lease, "%" PRId64, h->lease_ms);

@@ -13,7 +13,7 @@ TEST(strerror_names_every_code)
                    RLOCK_ECONNECT, RLOCK_ETIMEDOUT, RLOCK_EBUSY,
                    RLOCK_ENOTOWNER, RLOCK_ELOST,   RLOCK_EAUTH,
                    RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
-                   RLOCK_ECANCELED};
+                   RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -28,6 +28,8 @@ TEST(strerror_names_every_code)
     CHECK_INT(RLOCK_EINVAL, ==, -1);
     CHECK_INT(RLOCK_EPROTO, ==, -10);
     CHECK_INT(RLOCK_EIO, ==, -11);
+    CHECK_INT(RLOCK_EREPLICAS, ==, -13);
+    CHECK_INT(RLOCK_EUNAVAILABLE, ==, -14);
 }
 
 TEST(version_matches_header)
@@ -53,11 +55,14 @@ TEST(options_have_documented_defaults)
     CHECK_INT(co.max_connections, ==, 4);
     CHECK(strcmp(co.key_prefix, "rlock") == 0);
     CHECK(co.username == NULL && co.password == NULL);
+    CHECK_INT(co.sync_replicas, ==, 0);
+    CHECK_INT(co.sync_timeout_ms, ==, 1000);
     memset(&mo, 0x55, sizeof mo);
     rlock_mutex_opts_init(&mo);
     CHECK_INT(mo.lease_ms, ==, 0);
     CHECK_INT(mo.max_renewals, ==, 0);
     CHECK(mo.on_lost == NULL && mo.on_lost_arg == NULL);
+    CHECK_INT(mo.sync_replicas, ==, 0);
 }
 
 TEST(bad_input_is_refused_and_nothing_is_sent)

@@ -264,7 +264,8 @@ static long long client_opts_init_garbage(struct bi *t)
                    o.use_pubsub == 1 && o.backoff_min_ms == 5 &&
                    o.backoff_max_ms == 100 && o.max_connections == 4 &&
                    o.key_prefix && strcmp(o.key_prefix, "rlock") == 0 &&
-                   !o.username && !o.password
+                   !o.username && !o.password && o.sync_replicas == 0 &&
+                   o.sync_timeout_ms == 1000
                ? 0
                : RT_MISMATCH;
 }
@@ -277,7 +278,7 @@ static long long mutex_opts_init_garbage(struct bi *t)
     memset(&o, 0x55, sizeof o);
     rlock_mutex_opts_init(&o);
     return o.lease_ms == 0 && o.max_renewals == 0 && !o.on_lost &&
-                   !o.on_lost_arg
+                   !o.on_lost_arg && o.sync_replicas == 0
                ? 0
                : RT_MISMATCH;
 }
@@ -327,6 +328,10 @@ static void set_int_field(rlock_client_opts *o, const char *field, int64_t v)
         o->backoff_max_ms = (int)v;
     else if (strcmp(field, "max_connections") == 0)
         o->max_connections = (int)v;
+    else if (strcmp(field, "sync_replicas") == 0)
+        o->sync_replicas = (int)v;
+    else if (strcmp(field, "sync_timeout_ms") == 0)
+        o->sync_timeout_ms = (int)v;
     else if (strcmp(field, "backoff_min_ms=backoff_max_ms") == 0)
         o->backoff_min_ms = o->backoff_max_ms = (int)v;
     else
@@ -559,6 +564,16 @@ static long long new_lease(struct bi *t)
 
     rlock_mutex_opts_init(&o);
     o.lease_ms = t->row->n;
+    return mutex_result(rlock_mutex_new(t->c, "x", &o, &err), &err);
+}
+
+static long long new_sync(struct bi *t)
+{
+    rlock_mutex_opts o;
+    int err = 12345;
+
+    rlock_mutex_opts_init(&o);
+    o.sync_replicas = (int)t->row->n;
     return mutex_result(rlock_mutex_new(t->c, "x", &o, &err), &err);
 }
 
@@ -880,8 +895,8 @@ static const struct row rows[] = {
     /* rlock_strerror: numbers rlock never returns. */
     ROWN(rlock_strerror, "1 (positive)", strerror_n, 0, "unknown error code",
          MSG_RETURNED, 1),
-    ROWN(rlock_strerror, "-13 (one past the last code)", strerror_n, 0,
-         "unknown error code", MSG_RETURNED, -13),
+    ROWN(rlock_strerror, "-15 (one past the last code)", strerror_n, 0,
+         "unknown error code", MSG_RETURNED, -15),
     ROWN(rlock_strerror, "-999", strerror_n, 0, "unknown error code",
          MSG_RETURNED, -999),
     ROWN(rlock_strerror, "INT_MIN", strerror_n, 0, "unknown error code",
@@ -1060,6 +1075,16 @@ static const struct row rows[] = {
           RLOCK_EINVAL, "waiter_ttl_ms", MSG_OPEN, MS_OVER, "waiter_ttl_ms"),
     ROWNS(rlock_client_open, "waiter_ttl_ms INT64_MAX", open_field,
           RLOCK_EINVAL, "waiter_ttl_ms", MSG_OPEN, INT64_MAX, "waiter_ttl_ms"),
+    ROWNS(rlock_client_open, "sync_replicas -1", open_field, RLOCK_EINVAL,
+          "sync_replicas", MSG_OPEN, -1, "sync_replicas"),
+    ROWNS(rlock_client_open, "sync_replicas 65", open_field, RLOCK_EINVAL,
+          "sync_replicas", MSG_OPEN, 65, "sync_replicas"),
+    ROWNS(rlock_client_open, "sync_replicas INT_MAX", open_field, RLOCK_EINVAL,
+          "sync_replicas", MSG_OPEN, INT_MAX, "sync_replicas"),
+    ROWNS(rlock_client_open, "sync_timeout_ms 0", open_field, RLOCK_EINVAL,
+          "sync_timeout_ms", MSG_OPEN, 0, "sync_timeout_ms"),
+    ROWNS(rlock_client_open, "sync_timeout_ms -1", open_field, RLOCK_EINVAL,
+          "sync_timeout_ms", MSG_OPEN, -1, "sync_timeout_ms"),
     ROWNS(rlock_client_open, "backoff_min_ms 0", open_field, RLOCK_EINVAL,
           "backoff_min_ms", MSG_OPEN, 0, "backoff_min_ms"),
     ROWNS(rlock_client_open, "backoff_min_ms -1", open_field, RLOCK_EINVAL,
@@ -1173,6 +1198,16 @@ static const struct row rows[] = {
          "1 to 1024 bytes", MSG_C, "{huge}"),
     ROWS(rlock_mutex_new, "bad name with err = NULL", new_name_err_null,
          RT_NULL, "1 to 1024 bytes", MSG_C, ""),
+    ROWN(rlock_mutex_new, "sync_replicas -2", new_sync, RLOCK_EINVAL,
+         "sync_replicas", MSG_C, -2),
+    ROWN(rlock_mutex_new, "sync_replicas 65", new_sync, RLOCK_EINVAL,
+         "sync_replicas", MSG_C, 65),
+    ROWN(rlock_mutex_new, "sync_replicas INT_MIN", new_sync, RLOCK_EINVAL,
+         "sync_replicas", MSG_C, INT_MIN),
+    ROWN(rlock_mutex_new, "sync_replicas RLOCK_SYNC_OFF", new_sync, RT_HANDLE,
+         NULL, MSG_NONE, RLOCK_SYNC_OFF),
+    ROWN(rlock_mutex_new, "sync_replicas 64", new_sync, RT_HANDLE, NULL,
+         MSG_NONE, 64),
     ROWN(rlock_mutex_new, "lease_ms -1", new_lease, RLOCK_EINVAL, "lease_ms",
          MSG_C, -1),
     ROWN(rlock_mutex_new, "lease_ms INT64_MIN", new_lease, RLOCK_EINVAL,

@@ -84,6 +84,9 @@ extern "C" {
 #define RLOCK_EPROTO (-10)    /* Redis answered something unexpected */
 #define RLOCK_EIO (-11)       /* the connection to Redis was lost */
 #define RLOCK_ECANCELED (-12) /* the wait was cancelled */
+#define RLOCK_EREPLICAS (-13) /* too few replicas took the write in time */
+#define RLOCK_EUNAVAILABLE (-14) /* Redis cannot serve locks now (replica,
+                                    loading, master or cluster down) */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
@@ -162,6 +165,22 @@ typedef struct rlock_client_opts {
      * password in a URL is a malformed URL (RLOCK_EINVAL). */
     const char *username;
     const char *password;
+
+    /* Replica-synced holds (Redisson's WAIT after each write). > 0: after
+     * every acquisition, grant, extension and renewal, Redis is asked to
+     * WAIT until this many replicas have the write, for at most
+     * sync_timeout_ms. An acquisition or extension that fewer replicas
+     * acknowledged fails with RLOCK_EREPLICAS (an acquisition is released
+     * again first); a renewal that fewer acknowledged does not count, so a
+     * hold whose renewals never reach the replicas is reported lost at its
+     * lease end. This narrows, but cannot close, the window in which a
+     * failover to a replica loses a hold (docs/deployments.md). 0
+     * (default): no WAIT. Must be 0 to 64. */
+    int sync_replicas;
+
+    /* Longest WAIT for sync_replicas, in ms. Default 1000. Must be > 0;
+     * a reply may take up to command_timeout_ms + sync_timeout_ms. */
+    int sync_timeout_ms;
 } rlock_client_opts;
 
 /* Fills *o with the defaults above. Call it before setting fields, so that
@@ -260,7 +279,16 @@ typedef struct rlock_mutex_opts {
      * rlock_mutex_unlock. NULL: no callback. */
     void (*on_lost)(rlock_mutex *m, void *arg);
     void *on_lost_arg;
+
+    /* Replicas each write of this mutex waits for (see the client's
+     * sync_replicas). 0 (default): the client's setting; > 0: this many;
+     * RLOCK_SYNC_OFF: none, whatever the client says. Must be
+     * RLOCK_SYNC_OFF or 0 to 64. */
+    int sync_replicas;
 } rlock_mutex_opts;
+
+/* rlock_mutex_opts.sync_replicas: no WAIT for this mutex. */
+#define RLOCK_SYNC_OFF (-1)
 
 /* Fills *o with the defaults above. o != NULL. */
 RLOCK_API void rlock_mutex_opts_init(rlock_mutex_opts *o);
@@ -313,7 +341,12 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
  * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did not answer within the
  * command timeout), RLOCK_EREDIS (for example a key of another type
- * under the lock's name; nothing is changed), RLOCK_EPROTO. Thread-safe.
+ * under the lock's name; nothing is changed), RLOCK_EPROTO,
+ * RLOCK_EUNAVAILABLE (the server is a replica, is loading its data, or
+ * its master or cluster is down; the message says which), RLOCK_EREPLICAS
+ * (sync_replicas: too few replicas acknowledged the acquisition, which was
+ * released again; or the server refused writes for want of replicas).
+ * Thread-safe.
  */
 RLOCK_API int rlock_mutex_lock(rlock_mutex *m);
 
@@ -356,8 +389,10 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
  * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
  * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold
  * expired or was taken; the local hold is forgotten); RLOCK_EIO,
- * RLOCK_ETIMEDOUT,
- * RLOCK_EREDIS, RLOCK_EPROTO. Thread-safe.
+ * RLOCK_ETIMEDOUT, RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_EUNAVAILABLE;
+ * RLOCK_EREPLICAS (sync_replicas: Redis extended the lease but too few
+ * replicas acknowledged it; the hold is kept, but its lease end as this
+ * client counts it is not moved). Thread-safe.
  */
 RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
 

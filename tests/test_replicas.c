@@ -1,0 +1,244 @@
+/*
+ * Replica-synced holds (sync_replicas) and the replies of a deployment
+ * that cannot serve locks. A master and a replica of it, both real
+ * redis-server processes; the replica is paused (SIGSTOP) to make it miss
+ * writes.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/test.h"
+
+static int info_says(rt_server *s, const char *text)
+{
+    redisReply *x = rt_cmd(s, "INFO replication");
+    int yes = x->type == REDIS_REPLY_STRING && strstr(x->str, text) != NULL;
+
+    freeReplyObject(x);
+    return yes;
+}
+
+/* A replica of master, started and caught up with it. */
+static rt_server *start_replica(rt_server *master, const char *more_name,
+                                const char *more_value)
+{
+    static char of[64];
+    rt_server_opts o;
+    rt_server *r;
+
+    memset(&o, 0, sizeof o);
+    snprintf(of, sizeof of, "127.0.0.1 %d", rt_server_port(master));
+    o.extra[0] = "--replicaof";
+    o.extra[1] = of;
+    o.extra[2] = more_name;
+    o.extra[3] = more_value;
+    r = rt_server_start(&o);
+    RT_WAIT_UNTIL(info_says(r, "master_link_status:up") &&
+                      info_says(master, "state=online"),
+                  10000);
+    return r;
+}
+
+static rlock_client *synced_client(rt_server *s, int replicas, int wait_ms,
+                                   int64_t lease_ms)
+{
+    rlock_client_opts o;
+
+    rlock_client_opts_init(&o);
+    o.sync_replicas = replicas;
+    o.sync_timeout_ms = wait_ms;
+    o.watchdog_lease_ms = lease_ms;
+    return rt_client(rt_server_url(s), &o);
+}
+
+static rlock_mutex *mutex_synced(rlock_client *c, const char *name,
+                                 int64_t lease_ms, int sync)
+{
+    rlock_mutex_opts o;
+
+    rlock_mutex_opts_init(&o);
+    o.lease_ms = lease_ms;
+    o.sync_replicas = sync;
+    return rt_mutex(c, name, &o);
+}
+
+/* Whether the last error's detail on c has text; says what it was if
+ * not. */
+/* Frees m and c and stops both servers. */
+static void finish(rlock_client *c, rlock_mutex *m, rt_server *replica,
+                   rt_server *master)
+{
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(replica);
+    rt_server_stop(master);
+}
+
+static int has_text(rlock_client *c, const char *text)
+{
+    if (strstr(rlock_client_errmsg(c), text))
+        return 1;
+    fprintf(stderr, "error detail: %s\n", rlock_client_errmsg(c));
+    return 0;
+}
+
+TEST(synced_acquisition_is_on_the_replica_when_lock_returns)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 2000, 30000);
+    rlock_mutex *m = rt_mutex(c, "synced", NULL);
+    rt_locker l;
+
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    if (rlock_mutex_lock(m) != RLOCK_OK)
+        CHECK(has_text(c, "(nothing: the lock should have been taken)"));
+    /* WAIT said the replica has it: no polling needed. */
+    CHECK_INT(rt_cmd_int(r, "EXISTS {rlock:synced}"), ==, 1);
+    CHECK_INT(rt_cmdstat_calls(s, "wait"), >=, 1);
+    /* A hand-over is synced as well, by the new holder. */
+    rt_locker_start(&l, m, 0);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:synced}:queue") == 1, 5000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK(l.token > 0);
+    {
+        redisReply *x = rt_cmd(r, "HGET {rlock:synced} token");
+        char want[32];
+        snprintf(want, sizeof want, "%llu", (unsigned long long)l.token);
+        CHECK(x->type == REDIS_REPLY_STRING && strcmp(x->str, want) == 0);
+        freeReplyObject(x);
+    }
+    finish(c, m, r, s);
+}
+
+TEST(too_few_replicas_fail_the_acquisition_and_release_it)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 200, 30000);
+    rlock_client *plain = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "short", NULL);
+    rlock_mutex *off = mutex_synced(c, "off", 0, RLOCK_SYNC_OFF);
+    rlock_mutex *two = mutex_synced(plain, "two", 0, 2);
+    rlock_mutex *other = rt_mutex(plain, "short", NULL);
+
+    rt_server_pause(r);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EREPLICAS);
+    CHECK(has_text(c, "0 of 1 replicas"));
+    CHECK(has_text(c, "released again"));
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:short}"), ==, 0);
+    CHECK_RC(rlock_mutex_trylock(other), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(other), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_EREPLICAS);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:short}"), ==, 0);
+    /* The mutex option overrides the client's, both ways. */
+    CHECK_RC(rlock_mutex_trylock(off), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(off), RLOCK_OK);
+    rt_server_resume(r);
+    CHECK_RC(rlock_mutex_trylock(two), RLOCK_EREPLICAS);
+    CHECK(has_text(plain, "1 of 2 replicas"));
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_mutex_free(off);
+    rlock_mutex_free(two);
+    rlock_mutex_free(other);
+    rlock_client_close(c);
+    rlock_client_close(plain);
+    rt_server_stop(r);
+    rt_server_stop(s);
+}
+
+static atomic_int lost_calls;
+
+static void count_lost(rlock_mutex *m, void *arg)
+{
+    (void)m;
+    (void)arg;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+TEST(renewals_the_replicas_never_get_end_in_a_loss_notice)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 100, 900);
+    rlock_mutex_opts o;
+    rlock_mutex *m;
+    int64_t t0;
+
+    rlock_mutex_opts_init(&o);
+    o.on_lost = count_lost;
+    m = rt_mutex(c, "renewed", &o);
+    atomic_store(&lost_calls, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_sleep_ms(700); /* renewals reach the replica: still held */
+    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    t0 = rt_now_ms();
+    rt_server_pause(r);
+    /* The master keeps renewing, but none of it is acknowledged: the hold
+     * is given up at the end of the last acknowledged lease. */
+    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 5000);
+    CHECK_INT(rt_now_ms() - t0, <=, 900 + 1000);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:renewed}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    rt_server_resume(r);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    finish(c, m, r, s);
+}
+
+TEST(extend_without_the_replicas_says_so_and_keeps_the_hold)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 200, 30000);
+    rlock_mutex *m = mutex_synced(c, "ext", 5000, 0);
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_server_pause(r);
+    CHECK_RC(rlock_mutex_extend(m, 20000), RLOCK_EREPLICAS);
+    CHECK(has_text(c, "unchanged"));
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:ext}"), >, 10000); /* master did */
+    rt_server_resume(r);
+    CHECK_RC(rlock_mutex_extend(m, 20000), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    finish(c, m, r, s);
+}
+
+TEST(a_replica_or_a_master_without_replicas_gives_clear_codes)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, "--replica-serve-stale-data", "no");
+    rlock_client *on_replica = rt_client(rt_server_url(r), NULL);
+    rlock_mutex *m = rt_mutex(on_replica, "ro", NULL);
+    rlock_client *c;
+    rlock_mutex *mm;
+
+    /* A client pointed at a replica: READONLY. */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EUNAVAILABLE);
+    CHECK(has_text(on_replica, "read-only replica"));
+    CHECK(has_text(on_replica, "READONLY"));
+    /* A master that needs a replica it does not have: NOREPLICAS. */
+    freeReplyObject(rt_cmd(s, "CONFIG SET min-replicas-to-write 2"));
+    c = rt_client(rt_server_url(s), NULL);
+    mm = rt_mutex(c, "norep", NULL);
+    CHECK_RC(rlock_mutex_trylock(mm), RLOCK_EREPLICAS);
+    CHECK(has_text(c, "min-replicas-to-write"));
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:norep}"), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:norep}:fence"), ==, 0);
+    rlock_mutex_free(mm);
+    rlock_client_close(c);
+    /* A replica that lost its master and serves no stale data:
+     * MASTERDOWN. */
+    rt_server_kill(s);
+    RT_WAIT_UNTIL(rlock_mutex_trylock(m) == RLOCK_EUNAVAILABLE &&
+                      has_text(on_replica, "MASTERDOWN"),
+                  10000);
+    CHECK(has_text(on_replica, "lost its master"));
+    rlock_mutex_free(m);
+    rlock_client_close(on_replica);
+    rt_server_stop(r);
+    rt_server_stop(s);
+}
