@@ -109,7 +109,8 @@ int exit_code_for(int rc)
     case RLOCK_ETIMEDOUT:
     case RLOCK_EIO:
     case RLOCK_EUNAVAILABLE:
-    case RLOCK_EREPLICAS: return EXIT_UNAVAILABLE;
+    case RLOCK_EREPLICAS:
+    case RLOCK_EQUORUM: return EXIT_UNAVAILABLE;
     case RLOCK_EAUTH: return EXIT_NOPERM;
     case RLOCK_EREDIS:
     case RLOCK_EPROTO: return EXIT_PROTOCOL;

@@ -20,6 +20,8 @@ int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
         return rlock__fail(m ? m->c : NULL, RLOCK_EINVAL,
                            "mutex and status must not be NULL");
     rlock__client_after_fork_check(m->c);
+    if (m->c->nnodes)
+        return rlock__rl_status(m, st);
     rc = rlock__eval(m->c, RLOCK__S_STATUS, &r, RLOCK__K_COUNT,
                      (const char **)m->keys, m->key_lens, 0, NULL, NULL);
     if (rc != RLOCK_OK)
@@ -45,6 +47,8 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
     rlock__client_after_fork_check(m->c);
     if (!removed)
         removed = &dummy;
+    if (m->c->nnodes)
+        return rlock__rl_force(m, removed);
     args[0] = m->channel;
     lens[0] = m->channel_len;
     rc = rlock__eval(m->c, RLOCK__S_FORCE, &r, RLOCK__K_COUNT,
@@ -71,6 +75,8 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
         return rlock__fail(c, RLOCK_EINVAL, "client and info must not be NULL");
     rlock__client_after_fork_check(c);
     memset(info, 0, sizeof *info);
+    if (c->nnodes)
+        return rlock__rl_ping(c, info);
     if ((rc = rlock__conn_get(c, &ctx)) != RLOCK_OK)
         return rc;
     t0 = rlock__now_ns();

@@ -75,6 +75,7 @@ static void init_sync(rlock_client *c)
 
 static void free_client(rlock_client *c)
 {
+    rlock__rl_close(c);
     rlock__url_free(&c->url);
     free(c->prefix);
     free(c->username);
@@ -88,6 +89,65 @@ static void free_client(rlock_client *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->callback_cv);
     free(c);
+}
+
+/* Fills the parts of c every client has (options, identity, locks). */
+static int init_common(rlock_client *c, const rlock_client_opts *opts)
+{
+    init_sync(c);
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    c->opts = *opts;
+    /* A hand-over's lease can be as short as what is left of the
+     * waiter's place, at least about two thirds of waiter_ttl_ms. */
+    c->shortest_lease_ms = opts->waiter_ttl_ms / 2 < opts->watchdog_lease_ms
+                               ? opts->waiter_ttl_ms / 2
+                               : opts->watchdog_lease_ms;
+    c->prefix = strdup(opts->key_prefix);
+    c->opts.key_prefix = NULL;
+    c->opts.username = NULL;
+    c->opts.password = NULL;
+    c->bg_pipe[0] = c->bg_pipe[1] = -1;
+    c->fork_gen = rlock__fork_generation();
+    if (!c->prefix)
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    if (rlock__new_id(c->id) != 0)
+        return rlock__fail(NULL, RLOCK_ENOMEM,
+                           "no randomness from getrandom(2)");
+    return RLOCK_OK;
+}
+
+/* redlock://: a client over several masters, each reached through a
+ * client of its own (redlock.c); this one holds the locks. Waiting is by
+ * retries: nothing to subscribe to. */
+static rlock_client *open_redlock(rlock_client *c, const char *spec,
+                                  const rlock_client_opts *opts, int *err)
+{
+    int rc = init_common(c, opts);
+
+    c->opts.use_pubsub = 0;
+    /* Redlock's nodes are masters without replicas: nothing to WAIT for. */
+    if (rc == RLOCK_OK && opts->sync_replicas)
+        rc = rlock__fail(NULL, RLOCK_EINVAL,
+                         "sync_replicas does not apply to redlock:// (the "
+                         "nodes are independent masters)");
+    /* Kept for the nodes' clients, opened now or later. */
+    c->username = opts->username ? strdup(opts->username) : NULL;
+    c->password = opts->password ? strdup(opts->password) : NULL;
+    if (rc == RLOCK_OK && ((opts->username && !c->username) ||
+                           (opts->password && !c->password)))
+        rc = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    if (rc == RLOCK_OK)
+        rc = rlock__rl_open(c, spec, opts);
+    if (rc != RLOCK_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(NULL));
+        free_client(c);
+        rlock__fail(NULL, rc, "%s", detail);
+        *err = rc;
+        return NULL;
+    }
+    *err = RLOCK_OK;
+    return c;
 }
 
 rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
@@ -113,43 +173,29 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
         *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
         return NULL;
     }
+    if (url && strncmp(url, "redlock://", 10) == 0)
+        return open_redlock(c, url + 10, opts, err);
     if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
         free(c);
         *err = rc;
         return NULL;
     }
-    init_sync(c);
-    c->serial = atomic_fetch_add(&next_serial, 1);
-    c->opts = *opts;
-    /* A hand-over's lease can be as short as what is left of the
-     * waiter's place, at least about two thirds of waiter_ttl_ms. */
-    c->shortest_lease_ms = opts->waiter_ttl_ms / 2 < opts->watchdog_lease_ms
-                               ? opts->waiter_ttl_ms / 2
-                               : opts->watchdog_lease_ms;
-    c->prefix = strdup(opts->key_prefix);
+    rc = init_common(c, opts);
     c->username = opts->password ? (opts->username ? strdup(opts->username)
                                                    : NULL)
                                  : (c->url.user ? strdup(c->url.user) : NULL);
     c->password = opts->password ? strdup(opts->password)
                                  : (c->url.password ? strdup(c->url.password)
                                                     : NULL);
-    c->opts.key_prefix = NULL;
-    c->opts.username = NULL;
-    c->opts.password = NULL;
     c->idle = calloc((size_t)opts->max_connections, sizeof *c->idle);
-    c->bg_pipe[0] = c->bg_pipe[1] = -1;
     rlock__url_describe(&c->url, c->where, sizeof c->where);
-    c->fork_gen = rlock__fork_generation();
-    if (!c->prefix || !c->idle || (opts->password && !c->password) ||
-        (c->url.password && !c->password)) {
+    if (rc == RLOCK_OK &&
+        (!c->idle || (opts->password && !c->password) ||
+         (c->url.password && !c->password)))
+        rc = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    if (rc != RLOCK_OK) {
         free_client(c);
-        *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (rlock__new_id(c->id) != 0) {
-        free_client(c);
-        *err = rlock__fail(NULL, RLOCK_ENOMEM,
-                           "no randomness from getrandom(2)");
+        *err = rc;
         return NULL;
     }
     /* Connect now, so a wrong URL or password fails here. The first
@@ -211,6 +257,8 @@ void rlock__client_after_fork_check(rlock_client *c)
     c->nidle = 0;
     c->nopen = 0;
     rlock__hold_clear(c, NULL); /* the parent's; the mutexes stay */
+    if (c->nnodes)
+        rlock__rl_after_fork(c);
     c->waiters = NULL;
     c->in_callback = NULL;
     c->bg_running = 0;

@@ -345,6 +345,13 @@ int rlock__conn_get(rlock_client *c, redisContext **out)
     struct timespec until;
     int rc, wait_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
 
+    /* A Redlock client talks to its nodes only through redlock.c; a
+     * request meant for one server must not reach it. */
+    if (c->nnodes)
+        return rlock__fail(c, RLOCK_EINVAL,
+                           "this operation is not available on a redlock:// "
+                           "client");
+
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += wait_ms / 1000;
     until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;

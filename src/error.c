@@ -37,6 +37,7 @@ const char *rlock_strerror(int err)
     case RLOCK_ECANCELED: return "wait cancelled";
     case RLOCK_EREPLICAS: return "too few replicas acknowledged the write";
     case RLOCK_EUNAVAILABLE: return "Redis cannot serve locks now";
+    case RLOCK_EQUORUM: return "no majority of the Redlock nodes";
     default: return "unknown error code";
     }
 }

@@ -84,6 +84,7 @@ enum rlock__script {
     RLOCK__S_RENEW,
     RLOCK__S_FORCE,
     RLOCK__S_STATUS,
+    RLOCK__S_RETOKEN,
     RLOCK__S_COUNT
 };
 
@@ -279,6 +280,59 @@ void rlock__sub_shutdown(rlock_client *c);
 int rlock__sub_want(rlock_client *c, rlock_mutex *m);
 void rlock__sub_release(rlock_client *c, rlock_mutex *m);
 
+/* ---- Redlock over several masters (redlock.c, redlock_lock.c) ---------- */
+
+#define RLOCK__NODES_MAX 16
+
+typedef struct rlock__node rlock__node;
+
+/* What one node answered to a parallel request. */
+typedef struct rlock__node_result {
+    int rc;            /* RLOCK_OK: reply holds the node's answer */
+    redisReply *reply; /* owned by the caller (rlock__rl_results_free) */
+    int sent;          /* the request went to the node's worker */
+    char err[200];     /* rc != RLOCK_OK: what happened, naming the node */
+} rlock__node_result;
+
+/* Opens the nodes of "host:port,...[?params]" (what follows redlock://)
+ * with opts; errors recorded for client NULL. */
+int rlock__rl_open(rlock_client *c, const char *spec,
+                   const rlock_client_opts *opts);
+void rlock__rl_close(rlock_client *c);
+void rlock__rl_after_fork(rlock_client *c);
+/* Runs script s on every node (which: NULL, or 1 for the nodes to ask) at
+ * once; waits for all or for the per-node timeout. res has one entry per
+ * node. Returns how many nodes answered, -1 if the workers cannot run. */
+int rlock__rl_eval(rlock_client *c, enum rlock__script s, int nkeys,
+                   const char **keys, const size_t *key_lens, int nargs,
+                   const char **args, const size_t *arg_lens,
+                   const int *which, rlock__node_result *res);
+void rlock__rl_results_free(rlock_client *c, rlock__node_result *res);
+/* Records RLOCK_EQUORUM: ok of N nodes did what was asked; the failures'
+ * details follow (nodes with counted[i] set are left out). */
+int rlock__rl_quorum_error(rlock_client *c, const char *what, int ok,
+                           const rlock__node_result *res, const int *counted);
+const char *rlock__rl_node_name(const rlock_client *c, int i);
+rlock_client *rlock__rl_node_client(const rlock_client *c, int i);
+/* The watchdog's batch over the nodes: outcome[k] is 1 (renewed on a
+ * majority), 0 (a majority no longer has hold k) or -1 (not known). */
+int rlock__rl_renew(rlock_client *c, int n, const char **keys,
+                    const size_t *key_lens, const char **args,
+                    const size_t *arg_lens, int *outcome);
+/* The drift allowance for a lease, in ns. */
+int64_t rlock__rl_drift_ns(const rlock_client *c, int64_t lease_ms);
+
+/* The lock operations over the nodes. */
+int rlock__rl_acquire(rlock_mutex *m, int64_t *hint_ms);
+int rlock__rl_release(rlock_mutex *m, uint64_t token);
+/* Sets the lease on a majority: 1 if it was, 0 if a majority no longer
+ * has the hold, or an error (RLOCK_EQUORUM). */
+int rlock__rl_extend(rlock_mutex *m, uint64_t token, int64_t lease_ms);
+int rlock__rl_status(rlock_mutex *m, rlock_status *st);
+int rlock__rl_force(rlock_mutex *m, rlock_status *removed);
+int rlock__rl_ping(rlock_client *c, rlock_server_info *info);
+int rlock__rl_wait(rlock_mutex *m, int64_t deadline_ns, int forever);
+
 /* ---- the handles -------------------------------------------------------- */
 
 typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
@@ -334,6 +388,18 @@ struct rlock_client {
      * the background thread's round trips (watchdog.c). Guarded by mu. */
     int64_t shortest_lease_ms;
     pthread_cond_t callback_cv;
+
+    /* Redlock (redlock://): the nodes, each a client of its own; nnodes 0
+     * for a single server. */
+    int nnodes;
+    int quorum;
+    rlock__node *nodes;
+    double drift;        /* drift allowance, a fraction of the lease */
+    int node_timeout_ms; /* longest wait for one node's answer */
+    rlock_client_opts node_opts; /* what each node's client is opened with */
+    int nodes_ready;     /* nodes_mu and nodes_cv exist */
+    pthread_mutex_t nodes_mu;
+    pthread_cond_t nodes_cv;
 };
 
 struct rlock_mutex {
@@ -358,6 +424,19 @@ void rlock__client_after_fork_check(rlock_client *c);
 size_t rlock__owner(const rlock_client *c, uint64_t thread,
                     char buf[RLOCK__OWNER_MAX]);
 
+/* The acquire script's arguments (see scripts.c), with their buffers. */
+typedef struct rlock__acquire_argv {
+    char owner[RLOCK__OWNER_MAX], lease[24], mode[2], ttl[24], nonce[24];
+    char count[24], token[24];
+    const char *args[8];
+    size_t lens[8];
+} rlock__acquire_argv;
+
+/* Fills *a for the calling thread (thread) on m: mode 't', 'w' or 'r',
+ * this acquisition's nonce, and for a re-entry the count and token held. */
+void rlock__acquire_args(rlock_mutex *m, uint64_t thread, char mode,
+                         uint64_t nonce, int64_t count, uint64_t token,
+                         rlock__acquire_argv *a);
 /* A new nonce for one acquisition (all attempts of a wait share it). */
 uint64_t rlock__new_nonce(rlock_client *c);
 /* Attempts the acquire script once. mode: 't' try, 'w' wait (queue); a

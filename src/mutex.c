@@ -225,16 +225,42 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
     return RLOCK_OK;
 }
 
+void rlock__acquire_args(rlock_mutex *m, uint64_t thread, char mode,
+                         uint64_t nonce, int64_t count, uint64_t token,
+                         rlock__acquire_argv *a)
+{
+    a->args[0] = a->owner;
+    a->lens[0] = rlock__owner(m->c, thread, a->owner);
+    a->args[1] = a->lease;
+    a->lens[1] = (size_t)snprintf(a->lease, sizeof a->lease, "%" PRId64,
+                                  hold_lease_ms(m));
+    a->mode[0] = mode;
+    a->mode[1] = '\0';
+    a->args[2] = a->mode;
+    a->lens[2] = 1;
+    a->args[3] = a->ttl;
+    a->lens[3] = (size_t)snprintf(a->ttl, sizeof a->ttl, "%" PRId64,
+                                  m->c->opts.waiter_ttl_ms);
+    a->args[4] = m->channel;
+    a->lens[4] = m->channel_len;
+    a->args[5] = a->nonce;
+    a->lens[5] = (size_t)snprintf(a->nonce, sizeof a->nonce, "%" PRIu64,
+                                  nonce);
+    a->args[6] = a->count;
+    a->lens[6] = (size_t)snprintf(a->count, sizeof a->count, "%" PRId64,
+                                  count);
+    a->args[7] = a->token;
+    a->lens[7] = (size_t)snprintf(a->token, sizeof a->token, "%" PRIu64,
+                                  token);
+}
+
 int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
                        int64_t *hint_ms)
 {
     rlock_client *c = m->c;
     uint64_t thread = rlock__thread_number();
     int64_t lease = hold_lease_ms(m), t0, now;
-    char owner[RLOCK__OWNER_MAX], lease_s[24], ttl_s[24], mode_s[2];
-    char nonce_s[24], count_s[24], token_s[24];
-    const char *args[8];
-    size_t lens[8];
+    rlock__acquire_argv aa;
     redisReply *r = NULL;
     rlock__acquired a;
     int64_t count;
@@ -255,34 +281,25 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
         had_count = h->count;
         had_token = h->token;
     }
+    if (c->nnodes && h) {
+        /* Redlock: re-entry is counted here; the nodes see one hold. */
+        h->count++;
+        pthread_mutex_unlock(&c->mu);
+        return RLOCK_OK;
+    }
     pthread_mutex_unlock(&c->mu);
+    if (c->nnodes)
+        return rlock__rl_acquire(m, hint_ms);
 
-    lens[0] = rlock__owner(c, thread, owner);
-    args[0] = owner;
-    args[1] = lease_s;
-    lens[1] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
-    mode_s[0] = mode;
-    mode_s[1] = '\0';
-    args[2] = mode_s;
-    lens[2] = 1;
-    args[3] = ttl_s;
-    lens[3] = (size_t)snprintf(ttl_s, sizeof ttl_s, "%" PRId64,
-                               c->opts.waiter_ttl_ms);
-    args[4] = m->channel;
-    lens[4] = m->channel_len;
-    args[5] = nonce_s;
-    lens[5] = (size_t)snprintf(nonce_s, sizeof nonce_s, "%" PRIu64, nonce);
-    args[6] = count_s;
-    lens[6] = (size_t)snprintf(count_s, sizeof count_s, "%" PRId64, had_count);
-    args[7] = token_s;
-    lens[7] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, had_token);
+    rlock__acquire_args(m, thread, mode, nonce, had_count, had_token, &aa);
 
     /* The lease is counted from before the request left: whatever Redis
      * did, it did after this instant, so our idea of the lease end is never
      * later than Redis's. */
     t0 = rlock__now_ns();
     rc = rlock__eval(c, RLOCK__S_ACQUIRE, &r, RLOCK__K_COUNT,
-                     (const char **)m->keys, m->key_lens, 8, args, lens);
+                     (const char **)m->keys, m->key_lens, 8, aa.args,
+                     aa.lens);
     if (rc != RLOCK_OK) {
         /* A lost reply may hide a success: never report it, undo it. (A
          * re-entry needs no undo: counts are set, not added, so the
@@ -414,6 +431,27 @@ static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
     return RLOCK_OK;
 }
 
+/* Redlock's unlock: one level off the client's count; at zero, a release
+ * on every node. The hold stays if too few nodes answered (call again). */
+static int release_redlock(rlock_mutex *m, uint64_t thread, uint64_t token,
+                           int64_t count)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    int rc = count > 1 ? RLOCK_OK : rlock__rl_release(m, token);
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(c, m, thread);
+    if (h && count > 1)
+        h->count--;
+    else if (h && (rc == RLOCK_OK || rc == RLOCK_ELOST))
+        rlock__hold_remove(c, h);
+    else if (h)
+        h->releasing = 0;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int rlock_mutex_unlock(rlock_mutex *m)
 {
     rlock_client *c;
@@ -434,6 +472,8 @@ int rlock_mutex_unlock(rlock_mutex *m)
     thread = rlock__thread_number();
     if ((rc = own_hold(m, thread, &token, &count, &unknown, 0)) != RLOCK_OK)
         return rc;
+    if (c->nnodes)
+        return release_redlock(m, thread, token, count);
 
     lens[0] = rlock__owner(c, thread, owner);
     args[0] = owner;
@@ -496,7 +536,7 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     rlock__hold *h;
     int ok = 0, replicas = rlock__sync_replicas(m);
     long long acks = 0;
-    int64_t t0;
+    int64_t t0, drift_ns = 0; /* Redlock's allowance */
     int rc;
 
     thread = rlock__thread_number();
@@ -510,9 +550,24 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     lens[2] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease_ms);
     args[2] = lease_s;
     t0 = rlock__now_ns();
-    rc = rlock__eval_sync(c, RLOCK__S_EXTEND, &r, 1, (const char **)m->keys,
-                          m->key_lens, 3, args, lens, replicas, &acks);
-    if (rc == RLOCK_OK && rlock__parse_extend(r, &ok) != RLOCK_OK)
+    if (c->nnodes) {
+        /* Redlock: a majority, within the validity (drift allowed). */
+        rc = rlock__rl_extend(m, token, lease_ms);
+        ok = rc == 1;
+        if (rc >= 0)
+            rc = RLOCK_OK;
+        drift_ns = rlock__rl_drift_ns(c, lease_ms);
+        if (ok && rlock__now_ns() >=
+                      t0 + lease_ms * RLOCK__NS_PER_MS - drift_ns)
+            rc = rlock__fail(c, RLOCK_EQUORUM,
+                             "extend: a majority answered only after the "
+                             "new lease's validity had ended");
+    } else {
+        rc = rlock__eval_sync(c, RLOCK__S_EXTEND, &r, 1,
+                              (const char **)m->keys, m->key_lens, 3, args,
+                              lens, replicas, &acks);
+    }
+    if (rc == RLOCK_OK && r && rlock__parse_extend(r, &ok) != RLOCK_OK)
         rc = bad_reply(c, "extend");
     if (r)
         freeReplyObject(r);
@@ -529,8 +584,8 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     if (rc != RLOCK_OK) {
         /* The lease may or may not have been changed: believe whichever
          * ends first. */
-        if (h && t0 + lease_ms * RLOCK__NS_PER_MS < h->valid_until)
-            h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
+        if (h && t0 + lease_ms * RLOCK__NS_PER_MS - drift_ns < h->valid_until)
+            h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS - drift_ns;
     } else if (!ok) {
         if (h)
             rlock__hold_remove(c, h);
@@ -538,7 +593,7 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
                          "the hold had expired or was taken by another "
                          "owner; nothing was extended");
     } else if (h) {
-        h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS;
+        h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS - drift_ns;
         h->cur_lease_ms = lease_ms;
         if (lease_ms < c->shortest_lease_ms)
             c->shortest_lease_ms = lease_ms;

@@ -247,6 +247,19 @@ static const char status_lua[] =
     "        redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0',\n"
     "        waiting}\n";
 
+/* Redlock's second round. KEYS: lock, fence. ARGV: owner, nonce, token.
+ * If the hold that acquisition (nonce) took is still there, it gets the
+ * token chosen over the nodes, and the counter is raised to at least that
+ * token, so that later tokens from this node are greater. 1 if done, 0 if
+ * the hold is gone. */
+static const char retoken_lua[] =
+    "local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')\n"
+    "if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'token', ARGV[3])\n"
+    "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "if f < tonumber(ARGV[3]) then redis.call('SET', KEYS[2], ARGV[3]) end\n"
+    "return 1\n";
+
 static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_ACQUIRE] = {"acquire", acquire_lua},
     [RLOCK__S_RELEASE] = {"release", release_lua},
@@ -255,6 +268,7 @@ static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_RENEW] = {"renew", renew_lua},
     [RLOCK__S_FORCE] = {"force", force_lua},
     [RLOCK__S_STATUS] = {"status", status_lua},
+    [RLOCK__S_RETOKEN] = {"retoken", retoken_lua},
 };
 
 const rlock__script_src *rlock__script(enum rlock__script s)

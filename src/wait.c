@@ -97,6 +97,64 @@ static struct timespec ns_to_ts(int64_t ns)
     return ts;
 }
 
+/* Sleeps until w is woken or until (monotonic ns); mu held. */
+static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until)
+{
+    struct timespec ts = ns_to_ts(until);
+
+    while (!w->woken && rlock__now_ns() < until)
+        pthread_cond_timedwait(&w->cv, &c->mu, &ts);
+}
+
+/*
+ * Redlock: no queue, no notifications (a release on one node says nothing
+ * about the others), so a waiter tries again after a random delay in
+ * [backoff_min_ms, backoff_max_ms], at most until its deadline. Only a
+ * busy lock is waited for; a majority that cannot be reached is reported.
+ */
+static int wait_redlock(rlock_mutex *m, int64_t deadline_ns, int forever)
+{
+    rlock_client *c = m->c;
+    rlock__waiter w;
+    unsigned cancel_gen;
+    uint64_t unused = 0;
+    int rc;
+
+    register_waiter(c, &w, m, 0);
+    pthread_mutex_lock(&c->mu);
+    cancel_gen = c->cancel_gen;
+    pthread_mutex_unlock(&c->mu);
+    for (;;) {
+        int64_t now, until;
+
+        rc = rlock__try_acquire(m, 't', &unused, NULL);
+        if (rc != RLOCK_EBUSY)
+            break;
+        now = rlock__now_ns();
+        if (!forever && now >= deadline_ns) {
+            rc = rlock__fail(c, RLOCK_ETIMEDOUT,
+                             "lock not obtained within the wait");
+            break;
+        }
+        until = now + rlock__jitter(c->opts.backoff_min_ms,
+                                    c->opts.backoff_max_ms) *
+                          RLOCK__NS_PER_MS;
+        if (!forever && until > deadline_ns)
+            until = deadline_ns;
+        pthread_mutex_lock(&c->mu);
+        sleep_until(c, &w, until);
+        w.woken = 0;
+        if (c->cancel_gen != cancel_gen) {
+            pthread_mutex_unlock(&c->mu);
+            rc = rlock__fail(c, RLOCK_ECANCELED, "the wait was cancelled");
+            break;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    unregister_waiter(c, &w);
+    return rc;
+}
+
 int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
 {
     rlock_client *c = m->c;
@@ -108,6 +166,8 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     int rc, attempted = 0, waited_for_sub = 0, gave_up = 0, dropped = 0;
     int granted = 0; /* handed over by a release, not taken by an attempt */
 
+    if (c->nnodes)
+        return wait_redlock(m, deadline_ns, forever);
     nonce = rlock__new_nonce(c);
     t_first = rlock__now_ns();
     register_waiter(c, &w, m, nonce);
@@ -215,10 +275,8 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         until = now + sleep_ms * RLOCK__NS_PER_MS;
         if (!forever && until > deadline_ns)
             until = deadline_ns;
-        ts = ns_to_ts(until);
         pthread_mutex_lock(&c->mu);
-        while (!w.woken && rlock__now_ns() < until)
-            pthread_cond_timedwait(&w.cv, &c->mu, &ts);
+        sleep_until(c, &w, until);
         pthread_mutex_unlock(&c->mu);
     }
     unregister_waiter(c, &w);

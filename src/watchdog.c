@@ -77,7 +77,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     size_t *arg_lens = malloc(sizeof *arg_lens * (size_t)n * 3);
     redisReply *r = NULL;
     int64_t t_send;
-    int i, rc = RLOCK_ENOMEM, replicas = 0;
+    int i, rc = RLOCK_ENOMEM, replicas = 0, *outcome = NULL;
     long long acks = 0;
 
     /* One WAIT covers the batch: the most any of its holds asks for. */
@@ -98,10 +98,18 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
             args[3 * i + 2] = rn[i].lease;
             arg_lens[3 * i + 2] = strlen(rn[i].lease);
         }
-        rc = rlock__eval_sync(c, RLOCK__S_RENEW, &r, n, keys, key_lens,
-                              3 * n, args, arg_lens, replicas, &acks);
-        if (rc == RLOCK_OK && rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
-            rc = RLOCK_EPROTO;
+        if (c->nnodes) {
+            outcome = malloc(sizeof *outcome * (size_t)n);
+            rc = outcome ? rlock__rl_renew(c, n, keys, key_lens, args,
+                                           arg_lens, outcome)
+                         : RLOCK_ENOMEM;
+        } else {
+            rc = rlock__eval_sync(c, RLOCK__S_RENEW, &r, n, keys, key_lens,
+                                  3 * n, args, arg_lens, replicas, &acks);
+            if (rc == RLOCK_OK &&
+                rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
+                rc = RLOCK_EPROTO;
+        }
     }
     free(keys);
     free(key_lens);
@@ -111,11 +119,14 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
 
     for (i = 0; i < n; i++) {
         rlock__hold *h = rlock__hold_by_serial(c, rn[i].serial);
+        /* 1 renewed, 0 gone; Redlock: -1 for no majority either way. */
+        int renewed = rc != RLOCK_OK ? -1
+                      : outcome      ? outcome[i]
+                                     : rlock__renewed(r, (size_t)i);
         if (!h)
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
-        if (rc != RLOCK_OK ||
-            (acks < rn[i].replicas && rlock__renewed(r, (size_t)i))) {
+        if (renewed < 0 || (renewed && acks < rn[i].replicas)) {
             /* Failed, or (sync_replicas) renewed on the master only,
              * which a failover could undo, so it does not move the lease
              * end we count with. Try again soon; the lease end decides
@@ -124,12 +135,14 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
             h->renew_at = rlock__now_ns() + retry;
-        } else if (rlock__renewed(r, (size_t)i)) {
+        } else if (renewed) {
             /* What this request set, not what the hold asks for now. */
             if (!topping_up(h))
                 h->renewals++;
             h->cur_lease_ms = rn[i].lease_ms;
             h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS;
+            if (c->nnodes)
+                h->valid_until -= rlock__rl_drift_ns(c, rn[i].lease_ms);
             /* Every batch of a step is due again at the same moment, a
              * period after the step began (a little early for the later
              * batches), so that the holds renewed together stay together
@@ -141,6 +154,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     }
     if (r)
         freeReplyObject(r);
+    free(outcome);
     pthread_cond_broadcast(&c->callback_cv); /* extends wait for this */
 }
 

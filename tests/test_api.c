@@ -13,7 +13,8 @@ TEST(strerror_names_every_code)
                    RLOCK_ECONNECT, RLOCK_ETIMEDOUT, RLOCK_EBUSY,
                    RLOCK_ENOTOWNER, RLOCK_ELOST,   RLOCK_EAUTH,
                    RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
-                   RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE};
+                   RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE,
+                   RLOCK_EQUORUM};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -30,6 +31,7 @@ TEST(strerror_names_every_code)
     CHECK_INT(RLOCK_EIO, ==, -11);
     CHECK_INT(RLOCK_EREPLICAS, ==, -13);
     CHECK_INT(RLOCK_EUNAVAILABLE, ==, -14);
+    CHECK_INT(RLOCK_EQUORUM, ==, -15);
 }
 
 TEST(version_matches_header)

@@ -87,6 +87,7 @@ extern "C" {
 #define RLOCK_EREPLICAS (-13) /* too few replicas took the write in time */
 #define RLOCK_EUNAVAILABLE (-14) /* Redis cannot serve locks now (replica,
                                     loading, master or cluster down) */
+#define RLOCK_EQUORUM (-15)   /* Redlock: no majority of the nodes answered */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
@@ -192,9 +193,20 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * address fails here, not at the first lock).
  *
  * url: "redis://[user[:password]@]host[:port][/db]" (port 6379 by default,
- * IPv6 hosts in brackets, user and password may be percent-encoded) or
- * "unix:///path/to/socket[?db=N]". opts may be NULL for the defaults; the
- * client copies what it needs from opts and url.
+ * IPv6 hosts in brackets, user and password may be percent-encoded),
+ * "unix:///path/to/socket[?db=N]", or, for Redlock over independent
+ * masters, "redlock://host:port,host:port,...[?drift=F&node_timeout_ms=N]"
+ * (1 to 16 nodes; credentials from opts; drift 0 <= F < 1, default 0.01;
+ * node_timeout_ms 1 to 60000, default 100; docs/deployments.md). opts may
+ * be NULL for the defaults; the client copies what it needs from opts and
+ * url.
+ *
+ * A Redlock client opens a client per node and succeeds if a majority of
+ * the nodes can be reached (RLOCK_EQUORUM otherwise); nodes that are down
+ * are connected to again when needed. Its waits are retries after a
+ * random delay (backoff_min_ms to backoff_max_ms), its re-entry is
+ * counted by the client, and a call that cannot get a majority of the
+ * nodes returns RLOCK_EQUORUM with each failed node's reason.
  *
  * Returns the client, or NULL and stores the error in *err (err may be
  * NULL): RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM,

@@ -32,6 +32,10 @@ valgrind_reports() { find "$dir" -maxdepth 1 -name 'valgrind.*.log' -size +0; }
 
 cleanup() {
     [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    if [ -f "$dir/tcp-pids" ]; then
+        kill -CONT $(cat "$dir/tcp-pids") 2>/dev/null
+        kill $(cat "$dir/tcp-pids") 2>/dev/null
+    fi
     local f
     for f in $(valgrind_reports); do
         echo "== valgrind: $f" >&2
@@ -308,6 +312,64 @@ case_demo_passes_its_verdict_and_cleans_up() {
 # "", {long} a name of RLOCK_NAME_MAX + 1 bytes, {sock} the server's
 # socket, {ran} a file that COMMAND would create; ENV:NAME=VALUE and
 # ENV:-NAME set and unset a variable for that row.
+# A redis-server on a free loopback TCP port (Redlock nodes are host:port);
+# sets tcp_port. Not in a subshell: the server dies with its parent
+# (pdeathsig). Stopped with the others at exit.
+start_tcp_redis() {
+    local p try
+    for try in $(seq 30); do
+        p=$(( 20000 + RANDOM % 30000 ))
+        setpriv --pdeathsig KILL redis-server --port "$p" --bind 127.0.0.1 \
+            --dir "$dir" --save "" --appendonly no \
+            --dbfilename "dump-$p.rdb" >"$dir/redis-$p.log" 2>&1 &
+        local pid=$!
+        for _ in $(seq 100); do
+            redis-cli -p "$p" ping >/dev/null 2>&1 && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        if redis-cli -p "$p" ping >/dev/null 2>&1; then
+            echo "$pid" >> "$dir/tcp-pids"
+            tcp_port=$p
+            return 0
+        fi
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
+    fail "no free port for redis-server"
+}
+
+case_redlock_run_and_status() {
+    local p1 p2 p3
+    start_tcp_redis; p1=$tcp_port
+    start_tcp_redis; p2=$tcp_port
+    start_tcp_redis; p3=$tcp_port
+    export RLOCK_URL="redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
+    echo 0 > "$dir/f"
+    local workers="" failed=0 job
+    for w in 1 2 3; do
+        (for i in 1 2 3 4; do
+            "$RLOCK" run counter -- sh -c "read n < '$dir/f'; sleep 0.01; echo \$((n+1)) > '$dir/f'" || exit 1
+         done) &
+        workers="$workers $!"
+    done
+    for job in $workers; do wait "$job" || failed=1; done
+    [ $failed = 0 ] || fail "a run failed"
+    [ "$(cat "$dir/f")" = 12 ] || fail "counter is $(cat "$dir/f"), want 12"
+    "$RLOCK" status counter | grep -q "counter: free" || fail "lock left held"
+    "$RLOCK" run held -- sleep $((3 * slow)) &
+    local holder=$!
+    wait_for 5 is_held held || fail "holder did not get the lock"
+    "$RLOCK" run -n held -- true 2>/dev/null; expect_code 1 $? "-n on a held lock"
+    kill "$holder"; wait "$holder"
+    # One node of three stopped: a majority remains.
+    kill -STOP "$(sed -n 1p "$dir/tcp-pids")"
+    "$RLOCK" run -n one-down -- true; expect_code 0 $? "one node stopped"
+    kill -STOP "$(sed -n 2p "$dir/tcp-pids")"
+    "$RLOCK" run -n two-down -- true 2>"$dir/err"; expect_code 69 $? "two nodes stopped"
+    grep -q "majority" "$dir/err" || fail "no quorum message: $(cat "$dir/err")"
+    kill -CONT $(cat "$dir/tcp-pids")
+}
+
 case_bad_arguments_table() {
     start_redis
     local sock="$dir/redis.sock" long row want pat code failed=0 n=0 x
@@ -325,9 +387,9 @@ case_bad_arguments_table() {
         "64|--redis needs a URL|--redis"
         "64|URL|--redis|{empty}|ping"
         "64|URL|--redis={empty}|ping"
-        "64|must start with redis:// or unix://|--redis|http://127.0.0.1|ping"
-        "64|must start with redis:// or unix://|--redis=http://127.0.0.1|ping"
-        "64|must start with redis:// or unix://|--redis|{sock}|ping"
+        "64|must start with redis://, unix:// or redlock://|--redis|http://127.0.0.1|ping"
+        "64|must start with redis://, unix:// or redlock://|--redis=http://127.0.0.1|ping"
+        "64|must start with redis://, unix:// or redlock://|--redis|{sock}|ping"
         "64|TLS|--redis|rediss://127.0.0.1|ping"
         "64|missing host|--redis|redis://|ping"
         "64|port must be a number|--redis|redis://127.0.0.1:0|ping"
@@ -340,14 +402,14 @@ case_bad_arguments_table() {
         "64|absolute socket path|--redis|unix://relative.sock|ping"
         "64|only query parameter is db=N|--redis|unix://{sock}?db=x|ping"
         "64|only query parameter is db=N|--redis|unix://{sock}?timeout=1|ping"
-        "64|must start with redis:// or unix://|--redis|http://x|run|x|--|$T"
-        "64|must start with redis:// or unix://|--redis|http://x|status|x"
-        "64|must start with redis:// or unix://|--redis|http://x|unlock|--force|held"
-        "64|must start with redis:// or unix://|--redis|http://x|demo|--workers|1|--seconds|1"
-        "64|must start with redis:// or unix://|ENV:RLOCK_URL=http://x|ping"
+        "64|must start with redis://, unix:// or redlock://|--redis|http://x|run|x|--|$T"
+        "64|must start with redis://, unix:// or redlock://|--redis|http://x|status|x"
+        "64|must start with redis://, unix:// or redlock://|--redis|http://x|unlock|--force|held"
+        "64|must start with redis://, unix:// or redlock://|--redis|http://x|demo|--workers|1|--seconds|1"
+        "64|must start with redis://, unix:// or redlock://|ENV:RLOCK_URL=http://x|ping"
         "64|only query parameter is db=N|ENV:RLOCK_URL=unix://{sock}?db=x|ping"
-        "64|must start with redis:// or unix://|ENV:RLOCK_URL=http://x|run|x|--|$T"
-        "64|must start with redis:// or unix://|ENV:-RLOCK_URL|ENV:REDIS_URL=http://x|ping"
+        "64|must start with redis://, unix:// or redlock://|ENV:RLOCK_URL=http://x|run|x|--|$T"
+        "64|must start with redis://, unix:// or redlock://|ENV:-RLOCK_URL|ENV:REDIS_URL=http://x|ping"
         "64|port must be a number|ENV:-RLOCK_URL|ENV:REDIS_URL=redis://h:0|status|x"
         "64|RLOCK_WATCHDOG_LEASE: bad duration 'soon'|ENV:RLOCK_WATCHDOG_LEASE=soon|ping"
         "64|RLOCK_WATCHDOG_LEASE: bad duration '29ms'|ENV:RLOCK_WATCHDOG_LEASE=29ms|run|x|--|$T"
