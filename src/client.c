@@ -69,6 +69,7 @@ static void init_sync(rlock_client *c)
     pthread_mutex_init(&c->pool_mu, NULL);
     pthread_cond_init(&c->pool_cv, &ca);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->addr_mu, NULL);
     pthread_cond_init(&c->callback_cv, &ca);
     pthread_condattr_destroy(&ca);
 }
@@ -87,7 +88,9 @@ static void free_client(rlock_client *c)
     pthread_mutex_destroy(&c->pool_mu);
     pthread_cond_destroy(&c->pool_cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->addr_mu);
     pthread_cond_destroy(&c->callback_cv);
+    rlock__sentinel_free(c);
     free(c);
 }
 
@@ -175,12 +178,23 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
     }
     if (url && strncmp(url, "redlock://", 10) == 0)
         return open_redlock(c, url + 10, opts, err);
-    if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
+    if (url && strncmp(url, "redis-sentinel://", 17) == 0) {
+        /* Found through the sentinels at each connect (sentinel.c). */
+        rc = init_common(c, opts);
+        if (rc == RLOCK_OK)
+            rc = rlock__sentinel_parse(c, url + 17);
+        if (rc != RLOCK_OK) {
+            free_client(c);
+            *err = rc;
+            return NULL;
+        }
+    } else if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
         free(c);
         *err = rc;
         return NULL;
+    } else {
+        rc = init_common(c, opts);
     }
-    rc = init_common(c, opts);
     c->username = opts->password ? (opts->username ? strdup(opts->username)
                                                    : NULL)
                                  : (c->url.user ? strdup(c->url.user) : NULL);
@@ -188,7 +202,8 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
                                  : (c->url.password ? strdup(c->url.password)
                                                     : NULL);
     c->idle = calloc((size_t)opts->max_connections, sizeof *c->idle);
-    rlock__url_describe(&c->url, c->where, sizeof c->where);
+    if (!c->nsentinels)
+        rlock__url_describe(&c->url, c->where, sizeof c->where);
     if (rc == RLOCK_OK &&
         (!c->idle || (opts->password && !c->password) ||
          (c->url.password && !c->password)))

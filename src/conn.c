@@ -274,6 +274,14 @@ static void handshake_timeout(rlock_client *c, redisContext *ctx,
 
 int rlock__connect(rlock_client *c, redisContext **out)
 {
+    if (c->nsentinels)
+        return rlock__sentinel_connect(c, out);
+    return rlock__connect_to(c, c->url.host, c->url.port, c->url.path, out);
+}
+
+int rlock__connect_to(rlock_client *c, const char *host, int port,
+                      const char *path, redisContext **out)
+{
     int64_t until_ns = rlock__now_ns() + (int64_t)c->opts.connect_timeout_ms *
                                              RLOCK__NS_PER_MS;
     struct timeval ct =
@@ -282,22 +290,27 @@ int rlock__connect(rlock_client *c, redisContext **out)
     char db[16];
     int rc;
 
-    if (c->url.path)
-        ctx = redisConnectUnixWithTimeout(c->url.path, ct);
+    if (path)
+        ctx = redisConnectUnixWithTimeout(path, ct);
     else
-        ctx = redisConnectWithTimeout(c->url.host, c->url.port, ct);
+        ctx = redisConnectWithTimeout(host, port, ct);
     if (!ctx)
         return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
     if (ctx->err) {
-        rc = rlock__fail(c, RLOCK_ECONNECT, "cannot connect to %s: %s",
-                         c->where, ctx->errstr);
+        if (path)
+            rc = rlock__fail(c, RLOCK_ECONNECT, "cannot connect to %s: %s",
+                             c->where, ctx->errstr);
+        else
+            rc = rlock__fail(c, RLOCK_ECONNECT,
+                             "cannot connect to %s (%s:%d): %s", c->where,
+                             host, port, ctx->errstr);
         redisFree(ctx);
         return rc;
     }
     /* The handshake is part of connecting: a server that accepts the TCP
      * connection but never answers (stopped, overloaded) fails here within
      * the connect timeout. */
-    if (!c->url.path)
+    if (!path)
         redisEnableKeepAlive(ctx);
     rc = RLOCK_OK;
     if (c->password) {
@@ -524,11 +537,15 @@ int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
         free(argv);
         free(lens);
     }
-    if (rc != RLOCK_OK)
-        return rc;
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR) {
         rc = rlock__reply_error(c, r);
         freeReplyObject(r);
+    }
+    if (rc != RLOCK_OK) {
+        /* Behind Sentinel, a lost connection or a master that is one no
+         * more means: ask the sentinels again before the next connect. */
+        if (c->nsentinels)
+            rlock__sentinel_suspect(c, rc);
         return rc;
     }
     *out = r;

@@ -333,6 +333,25 @@ int rlock__rl_force(rlock_mutex *m, rlock_status *removed);
 int rlock__rl_ping(rlock_client *c, rlock_server_info *info);
 int rlock__rl_wait(rlock_mutex *m, int64_t deadline_ns, int forever);
 
+/* ---- Redis Sentinel (sentinel.c) ---------------------------------------- */
+
+#define RLOCK__SENTINELS_MAX 16
+
+/* Parses "host:port,.../master-name[?db=N]" (what follows
+ * redis-sentinel://) into c; errors recorded for client NULL. */
+int rlock__sentinel_parse(rlock_client *c, const char *spec);
+/* Connects to the master the sentinels name (asking them if needed) and
+ * checks that it is the master. */
+int rlock__sentinel_connect(rlock_client *c, redisContext **out);
+/* After a call failed with rc: if the master may have changed, ask the
+ * sentinels before the next connection. */
+void rlock__sentinel_suspect(rlock_client *c, int rc);
+void rlock__sentinel_free(rlock_client *c);
+/* Opens one connection to host:port (or the unix socket path) with the
+ * client's timeouts and credentials; the handshake of rlock__connect. */
+int rlock__connect_to(rlock_client *c, const char *host, int port,
+                      const char *path, redisContext **out);
+
 /* ---- the handles -------------------------------------------------------- */
 
 typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
@@ -400,6 +419,16 @@ struct rlock_client {
     int nodes_ready;     /* nodes_mu and nodes_cv exist */
     pthread_mutex_t nodes_mu;
     pthread_cond_t nodes_cv;
+
+    /* Sentinel (redis-sentinel://): the sentinels, the master's name, and
+     * where they last said it is (addr_mu guards the address). */
+    int nsentinels;
+    rlock__url *sentinels;
+    char *master_name;
+    pthread_mutex_t addr_mu;
+    int addr_stale; /* ask the sentinels before the next connection */
+    char master_host[256];
+    int master_port;
 };
 
 struct rlock_mutex {

@@ -207,7 +207,8 @@ int rlock__url_parse(const char *url, rlock__url *u)
     else if (strncmp(url, "rediss://", 9) == 0)
         rc = bad("TLS (rediss://) is not supported");
     else
-        rc = bad("must start with redis://, unix:// or redlock://");
+        rc = bad("must start with redis://, unix://, redis-sentinel:// or "
+                 "redlock://");
     if (rc != RLOCK_OK)
         rlock__url_free(u);
     return rc;

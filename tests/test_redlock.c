@@ -5,7 +5,6 @@
  * anything on the live ones; fencing tokens increase across acquisitions
  * whichever majority answers; the checker finds no overlap.
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -177,15 +176,6 @@ TEST(redlock_tokens_increase_whichever_majority_answers)
     stop_nodes();
 }
 
-static atomic_int lost_calls;
-
-static void count_lost(rlock_mutex *m, void *arg)
-{
-    (void)m;
-    (void)arg;
-    atomic_fetch_add(&lost_calls, 1);
-}
-
 TEST(redlock_watchdog_renews_by_majority_and_reports_the_loss)
 {
     rlock_client_opts co;
@@ -199,19 +189,19 @@ TEST(redlock_watchdog_renews_by_majority_and_reports_the_loss)
     co.watchdog_lease_ms = 900;
     c = rt_client(start_nodes("node_timeout_ms=50"), &co);
     rlock_mutex_opts_init(&mo);
-    mo.on_lost = count_lost;
+    mo.on_lost = rt_count_lost;
     m = rt_mutex(c, "wd", &mo);
-    atomic_store(&lost_calls, 0);
+    atomic_store(&rt_lost_calls, 0);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     rt_server_pause(nodes[4]); /* one node down changes nothing */
     rt_sleep_ms(2500);         /* almost three leases */
-    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    CHECK_INT(atomic_load(&rt_lost_calls), ==, 0);
     for (i = 0; i < 4; i++) /* the live ones */
         CHECK_INT(rt_cmd_int(nodes[i], "PTTL {rlock:wd}"), >, 0);
     rt_server_pause(nodes[3]);
     rt_server_pause(nodes[2]);
     t0 = rt_now_ms();
-    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 5000);
+    RT_WAIT_UNTIL(atomic_load(&rt_lost_calls) == 1, 5000);
     CHECK_INT(rt_now_ms() - t0, <=, 900 + 1000);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
     for (i = 0; i < NODES; i++)

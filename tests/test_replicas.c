@@ -4,40 +4,16 @@
  * redis-server processes; the replica is paused (SIGSTOP) to make it miss
  * writes.
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "harness/test.h"
 
-static int info_says(rt_server *s, const char *text)
-{
-    redisReply *x = rt_cmd(s, "INFO replication");
-    int yes = x->type == REDIS_REPLY_STRING && strstr(x->str, text) != NULL;
-
-    freeReplyObject(x);
-    return yes;
-}
-
 /* A replica of master, started and caught up with it. */
 static rt_server *start_replica(rt_server *master, const char *more_name,
                                 const char *more_value)
 {
-    static char of[64];
-    rt_server_opts o;
-    rt_server *r;
-
-    memset(&o, 0, sizeof o);
-    snprintf(of, sizeof of, "127.0.0.1 %d", rt_server_port(master));
-    o.extra[0] = "--replicaof";
-    o.extra[1] = of;
-    o.extra[2] = more_name;
-    o.extra[3] = more_value;
-    r = rt_server_start(&o);
-    RT_WAIT_UNTIL(info_says(r, "master_link_status:up") &&
-                      info_says(master, "state=online"),
-                  10000);
-    return r;
+    return rt_replica_start(master, more_name, more_value);
 }
 
 static rlock_client *synced_client(rt_server *s, int replicas, int wait_ms,
@@ -151,15 +127,6 @@ TEST(too_few_replicas_fail_the_acquisition_and_release_it)
     rt_server_stop(s);
 }
 
-static atomic_int lost_calls;
-
-static void count_lost(rlock_mutex *m, void *arg)
-{
-    (void)m;
-    (void)arg;
-    atomic_fetch_add(&lost_calls, 1);
-}
-
 TEST(renewals_the_replicas_never_get_end_in_a_loss_notice)
 {
     rt_server *s = rt_server_start(NULL);
@@ -170,22 +137,22 @@ TEST(renewals_the_replicas_never_get_end_in_a_loss_notice)
     int64_t t0;
 
     rlock_mutex_opts_init(&o);
-    o.on_lost = count_lost;
+    o.on_lost = rt_count_lost;
     m = rt_mutex(c, "renewed", &o);
-    atomic_store(&lost_calls, 0);
+    atomic_store(&rt_lost_calls, 0);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     rt_sleep_ms(700); /* renewals reach the replica: still held */
-    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    CHECK_INT(atomic_load(&rt_lost_calls), ==, 0);
     t0 = rt_now_ms();
     rt_server_pause(r);
     /* The master keeps renewing, but none of it is acknowledged: the hold
      * is given up at the end of the last acknowledged lease. */
-    RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 5000);
+    RT_WAIT_UNTIL(atomic_load(&rt_lost_calls) == 1, 5000);
     CHECK_INT(rt_now_ms() - t0, <=, 900 + 1000);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:renewed}"), ==, 1);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
     rt_server_resume(r);
-    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK_INT(atomic_load(&rt_lost_calls), ==, 1);
     finish(c, m, r, s);
 }
 

@@ -197,9 +197,13 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * "unix:///path/to/socket[?db=N]", or, for Redlock over independent
  * masters, "redlock://host:port,host:port,...[?drift=F&node_timeout_ms=N]"
  * (1 to 16 nodes; credentials from opts; drift 0 <= F < 1, default 0.01;
- * node_timeout_ms 1 to 60000, default 100; docs/deployments.md). opts may
- * be NULL for the defaults; the client copies what it needs from opts and
- * url.
+ * node_timeout_ms 1 to 60000, default 100; docs/deployments.md), or,
+ * behind Redis Sentinel, "redis-sentinel://host:port[,host:port...]/
+ * master-name[?db=N]" (the master is asked of the sentinels and checked
+ * with ROLE at each new connection, and asked again after a lost
+ * connection or a READONLY reply; credentials, for the master, from opts).
+ * opts may be NULL for the defaults; the client copies what it needs from
+ * opts and url.
  *
  * A Redlock client opens a client per node and succeeds if a majority of
  * the nodes can be reached (RLOCK_EQUORUM otherwise); nodes that are down

@@ -98,9 +98,32 @@ static int free_port(void)
     return port;
 }
 
+/* Writes the Sentinel's configuration file (Sentinel rewrites it as it
+ * learns) and returns its path. */
+static const char *sentinel_conf(rt_server *s, char *path, size_t len)
+{
+    char name[128];
+    FILE *f;
+
+    snprintf(path, len, "%s/sentinel.conf", s->dir);
+    snprintf(name, sizeof name, "%s", s->opts.sentinel_monitor);
+    name[strcspn(name, " ")] = '\0';
+    f = fopen(path, "w");
+    if (!f)
+        rt_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    fprintf(f,
+            "sentinel monitor %s\n"
+            "sentinel down-after-milliseconds %s 1000\n"
+            "sentinel failover-timeout %s 5000\n"
+            "sentinel parallel-syncs %s 1\n",
+            s->opts.sentinel_monitor, name, name, name);
+    fclose(f);
+    return path;
+}
+
 static void spawn(rt_server *s)
 {
-    char port[16], logfile[128];
+    char port[16], logfile[128], conf[128];
     const char *argv[64];
     int argc = 0, i;
     pid_t pid;
@@ -108,6 +131,10 @@ static void spawn(rt_server *s)
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
     argv[argc++] = "redis-server";
+    if (s->opts.sentinel_monitor) {
+        argv[argc++] = sentinel_conf(s, conf, sizeof conf);
+        argv[argc++] = "--sentinel";
+    }
     argv[argc++] = "--port";
     argv[argc++] = port;
     argv[argc++] = "--bind";
@@ -336,8 +363,17 @@ redisContext *rt_server_ctx(rt_server *s)
 
 static redisReply *vcmd(rt_server *s, const char *fmt, va_list ap)
 {
-    redisReply *r = redisvCommand(rt_server_ctx(s), fmt, ap);
+    va_list again;
+    redisReply *r;
 
+    va_copy(again, ap);
+    r = redisvCommand(rt_server_ctx(s), fmt, ap);
+    /* A server that closed the connection before reading the command (a
+     * failover kills the clients of a demoted master) is asked again on
+     * a new one. */
+    if (!r && (s->ctx->err == REDIS_ERR_EOF || s->ctx->err == REDIS_ERR_IO))
+        r = redisvCommand(rt_server_ctx(s), fmt, again);
+    va_end(again);
     if (!r)
         rt_fail(__FILE__, __LINE__, "test command failed: %s",
                 s->ctx->errstr);
@@ -424,4 +460,36 @@ long long rt_commands_from_clients(rt_server *s)
     }
     freeReplyObject(r);
     return sum;
+}
+
+int rt_info_says(rt_server *s, const char *section, const char *text)
+{
+    redisReply *x = rt_cmd(s, "INFO %s", section);
+    int yes = x->type == REDIS_REPLY_STRING && strstr(x->str, text) != NULL;
+
+    freeReplyObject(x);
+    return yes;
+}
+
+rt_server *rt_replica_start(rt_server *master, const char *name,
+                            const char *value)
+{
+    /* The server keeps pointers to its arguments (for restarts). */
+    static char ofs[MAX_SERVERS][32];
+    static int next;
+    char *of = ofs[next++ % MAX_SERVERS];
+    rt_server_opts o;
+    rt_server *r;
+
+    memset(&o, 0, sizeof o);
+    snprintf(of, sizeof ofs[0], "127.0.0.1 %d", rt_server_port(master));
+    o.extra[0] = "--replicaof";
+    o.extra[1] = of;
+    o.extra[2] = name;
+    o.extra[3] = value;
+    r = rt_server_start(&o);
+    RT_WAIT_UNTIL(rt_info_says(r, "replication", "master_link_status:up") &&
+                      rt_info_says(master, "replication", "state=online"),
+                  10000);
+    return r;
 }

@@ -20,6 +20,9 @@ typedef struct rt_server_opts {
     const char *password;   /* requirepass, or NULL */
     int cluster_enabled;    /* start as a (slot-less) cluster node */
     const char *extra[16];  /* more "--name value" arguments, NULL-ended */
+    /* A Sentinel instead of a server, monitoring "<name> <host> <port>
+     * <quorum>" (down after 1 s, failover timeout 5 s). */
+    const char *sentinel_monitor;
 } rt_server_opts;
 
 /* Starts a server and waits until it answers PING; fails the test if it
@@ -51,6 +54,13 @@ redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 long long rt_cmd_int(rt_server *s, const char *fmt, ...);
 /* Reads one INFO field as a number (e.g. "total_commands_processed"). */
 long long rt_info_field(rt_server *s, const char *section, const char *field);
+
+/* Whether INFO section of s contains text (e.g. "master_link_status:up"). */
+int rt_info_says(rt_server *s, const char *section, const char *text);
+/* Starts a replica of master (with one more "--name value" pair of
+ * arguments if name is not NULL) and waits until it is in sync. */
+rt_server *rt_replica_start(rt_server *master, const char *name,
+                            const char *value);
 
 /* Calls of one command since the last CONFIG RESETSTAT (0 if none). */
 long long rt_cmdstat_calls(rt_server *s, const char *cmd);

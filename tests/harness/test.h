@@ -78,6 +78,11 @@ typedef struct rt_locker {
 void rt_locker_start(rt_locker *l, rlock_mutex *m, int unlock_after);
 int rt_locker_join(rt_locker *l);
 
+/* An on_lost callback that counts its calls in rt_lost_calls (reset it
+ * before the hold); arg is ignored. */
+extern atomic_int rt_lost_calls;
+void rt_count_lost(rlock_mutex *m, void *arg);
+
 /* Helpers shared by the tests (harness/util.c). */
 int64_t rt_now_ms(void);
 void rt_sleep_ms(int64_t ms);
