@@ -19,6 +19,7 @@ typedef struct bench {
     FILE *json;      /* NULL: text only */
     const char *plot_dir; /* --plot DIR: wait samples for bench/plot.sh */
     int json_items;       /* values written in the current JSON object */
+    int sync_replicas;    /* --sync-replicas: for the uncontended client */
 } bench;
 
 /* ---- time and statistics (stats.c) ---------------------------------- */

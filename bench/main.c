@@ -3,6 +3,7 @@
  * the same server (docs/performance.md).
  *
  *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [--plot DIR]
+ *               [--sync-replicas N] (the uncontended scenario's client)
  *               [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
@@ -36,7 +37,8 @@ static int usage(FILE *f, int code)
     size_t i;
 
     fprintf(f, "usage: rlock-bench [--redis URL] [--seconds S] [--quick] "
-               "[--json] [--plot DIR] [SCENARIO...]\nscenarios:");
+               "[--json] [--plot DIR] [--sync-replicas N] [SCENARIO...]\n"
+               "scenarios:");
     for (i = 0; i < NSCEN; i++)
         fprintf(f, " %s", scenarios[i].name);
     fprintf(f, " (default: all)\n");
@@ -72,6 +74,16 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--redis") == 0 && i + 1 < argc &&
                    argv[i + 1][0]) {
             b.url = argv[++i];
+        } else if (strcmp(a, "--sync-replicas") == 0 && i + 1 < argc) {
+            char *end;
+            long n;
+            errno = 0;
+            n = strtol(argv[++i], &end, 10);
+            if (errno || *end || !argv[i][0] || n < 0 || n > 64) {
+                fprintf(stderr, "rlock-bench: --sync-replicas takes 0 to 64\n");
+                return 64;
+            }
+            b.sync_replicas = (int)n;
         } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;

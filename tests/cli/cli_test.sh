@@ -370,6 +370,26 @@ case_redlock_run_and_status() {
     kill -CONT $(cat "$dir/tcp-pids")
 }
 
+case_sentinel_run_and_status() {
+    start_tcp_redis; local mp=$tcp_port sp
+    local try
+    for try in 1 2 3 4 5; do # a free port, as for the servers
+        sp=$(( 20000 + RANDOM % 30000 ))
+        printf 'sentinel monitor mymaster 127.0.0.1 %s 1\n' "$mp" > "$dir/sentinel.conf"
+        setpriv --pdeathsig KILL redis-server "$dir/sentinel.conf" --sentinel \
+            --port "$sp" --bind 127.0.0.1 --dir "$dir" >"$dir/sentinel.log" 2>&1 &
+        echo $! >> "$dir/tcp-pids"
+        wait_for 5 redis-cli -p "$sp" sentinel get-master-addr-by-name mymaster && break
+    done
+    redis-cli -p "$sp" ping >/dev/null 2>&1 || fail "sentinel did not start"
+    export RLOCK_URL="redis-sentinel://127.0.0.1:$sp/mymaster"
+    "$RLOCK" run s -- sh -c "redis-cli -p $mp exists '{rlock:s}' > '$dir/seen'"
+    expect_code 0 $? "run through the sentinel"
+    [ "$(cat "$dir/seen")" = 1 ] || fail "the lock was not on the master"
+    "$RLOCK" status s | grep -q "s: free" || fail "status: $("$RLOCK" status s)"
+    "$RLOCK" ping | grep -q PONG || fail "ping through the sentinel"
+}
+
 case_bad_arguments_table() {
     start_redis
     local sock="$dir/redis.sock" long row want pat code failed=0 n=0 x
