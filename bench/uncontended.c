@@ -76,8 +76,7 @@ int scenario_uncontended(bench *b)
         fprintf(b->out,
                 "  %-8s %10.0f pairs/s  p50 %7.1f us  p99 %7.1f us  (no "
                 "floor: not a single server)\n",
-                "rlock", n / sum_r,
-                bench_quantile(lat_r, (size_t)n, 0.5) * 1e6,
+                "rlock", n / sum_r, bench_quantile(lat_r, (size_t)n, 0.5) * 1e6,
                 bench_quantile(lat_r, (size_t)n, 0.99) * 1e6);
         report_open(b, "uncontended");
         report_num(b, "pairs", n);
