@@ -77,6 +77,8 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
     memset(info, 0, sizeof *info);
     if (c->nnodes)
         return rlock__rl_ping(c, info);
+    if (c->cluster)
+        return rlock__cluster_ping(c, info);
     if ((rc = rlock__conn_get(c, &ctx)) != RLOCK_OK)
         return rc;
     t0 = rlock__now_ns();

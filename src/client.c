@@ -91,6 +91,7 @@ static void free_client(rlock_client *c)
     pthread_mutex_destroy(&c->addr_mu);
     pthread_cond_destroy(&c->callback_cv);
     rlock__sentinel_free(c);
+    rlock__cluster_free(c);
     free(c);
 }
 
@@ -153,6 +154,41 @@ static rlock_client *open_redlock(rlock_client *c, const char *spec,
     return c;
 }
 
+/* redis-cluster://: the slot map and a client per master (cluster.c);
+ * this one holds the locks and the subscriber connection. */
+static rlock_client *open_cluster(rlock_client *c, const char *spec,
+                                  const rlock_client_opts *opts, int *err)
+{
+    int rc = init_common(c, opts);
+
+    c->username = opts->username ? strdup(opts->username) : NULL;
+    c->password = opts->password ? strdup(opts->password) : NULL;
+    c->idle = calloc((size_t)opts->max_connections, sizeof *c->idle);
+    if (rc == RLOCK_OK && (!c->idle || (opts->username && !c->username) ||
+                           (opts->password && !c->password)))
+        rc = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    if (rc == RLOCK_OK && opts->sync_replicas)
+        rc = rlock__fail(NULL, RLOCK_EINVAL,
+                         "sync_replicas is not supported with "
+                         "redis-cluster:// yet");
+    if (rc == RLOCK_OK)
+        rc = rlock__cluster_parse(c, spec);
+    if (rc == RLOCK_OK)
+        rc = rlock__cluster_open(c, opts);
+    if (rc != RLOCK_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s",
+                 rlock_client_errmsg(c)[0] ? rlock_client_errmsg(c)
+                                           : rlock_client_errmsg(NULL));
+        free_client(c);
+        rlock__fail(NULL, rc, "%s", detail);
+        *err = rc;
+        return NULL;
+    }
+    *err = RLOCK_OK;
+    return c;
+}
+
 rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
                                 int *err)
 {
@@ -178,6 +214,8 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
     }
     if (url && strncmp(url, "redlock://", 10) == 0)
         return open_redlock(c, url + 10, opts, err);
+    if (url && strncmp(url, "redis-cluster://", 16) == 0)
+        return open_cluster(c, url + 16, opts, err);
     if (url && strncmp(url, "redis-sentinel://", 17) == 0) {
         /* Found through the sentinels at each connect (sentinel.c). */
         rc = init_common(c, opts);
@@ -274,6 +312,8 @@ void rlock__client_after_fork_check(rlock_client *c)
     rlock__hold_clear(c, NULL); /* the parent's; the mutexes stay */
     if (c->nnodes)
         rlock__rl_after_fork(c);
+    if (c->cluster)
+        rlock__cluster_after_fork(c);
     c->waiters = NULL;
     c->in_callback = NULL;
     c->bg_running = 0;

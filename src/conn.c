@@ -276,6 +276,8 @@ int rlock__connect(rlock_client *c, redisContext **out)
 {
     if (c->nsentinels)
         return rlock__sentinel_connect(c, out);
+    if (c->cluster)
+        return rlock__cluster_connect(c, out);
     return rlock__connect_to(c, c->url.host, c->url.port, c->url.path, out);
 }
 
@@ -445,6 +447,29 @@ int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
                      int nargs, const char **args, const size_t *arg_lens,
                      int replicas, long long *acks)
 {
+    if (c->cluster)
+        return rlock__cluster_eval(c, s, out, nkeys, keys, key_lens, nargs,
+                                   args, arg_lens, replicas, acks);
+    return rlock__eval_ex(c, s, out, nkeys, keys, key_lens, nargs, args,
+                          arg_lens, replicas, acks, 0);
+}
+
+/* ASKING before a command for a slot being imported (Cluster's ASK). */
+static int send_asking(rlock_client *c, redisContext *ctx, const char *what)
+{
+    redisReply *r = redisCommand(ctx, "ASKING");
+
+    if (!r)
+        return rlock__ctx_error(c, ctx, what);
+    freeReplyObject(r);
+    return RLOCK_OK;
+}
+
+int rlock__eval_ex(rlock_client *c, enum rlock__script s, redisReply **out,
+                   int nkeys, const char **keys, const size_t *key_lens,
+                   int nargs, const char **args, const size_t *arg_lens,
+                   int replicas, long long *acks, int asking)
+{
     const rlock__script_src *src = rlock__script(s);
     const char *small_argv[16];
     size_t small_lens[16];
@@ -502,10 +527,12 @@ int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
             redisSetTimeout(ctx, ms_to_tv(reply_ms));
         tl_reply_ms = reply_ms;
         tl_sent = 1;
-        rc = replicas > 0 ? roundtrip_wait(c, ctx, &r, argc, argv, lens,
-                                           src->name, replicas, wait_ms, acks)
-                          : roundtrip(c, ctx, &r, argc, argv, lens,
-                                      src->name);
+        rc = asking ? send_asking(c, ctx, src->name) : RLOCK_OK;
+        if (rc == RLOCK_OK)
+            rc = replicas > 0
+                     ? roundtrip_wait(c, ctx, &r, argc, argv, lens, src->name,
+                                      replicas, wait_ms, acks)
+                     : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         /* The script cache is empty after a restart or SCRIPT FLUSH: send
          * the body once, which caches it again under the same digest. */
         if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR && r->str &&
@@ -524,10 +551,12 @@ int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
                 if (reply_ms < wait_ms)
                     wait_ms = reply_ms;
             }
-            rc = replicas > 0
-                     ? roundtrip_wait(c, ctx, &r, argc, argv, lens, src->name,
-                                      replicas, wait_ms, acks)
-                     : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+            rc = asking ? send_asking(c, ctx, src->name) : RLOCK_OK;
+            if (rc == RLOCK_OK)
+                rc = replicas > 0
+                         ? roundtrip_wait(c, ctx, &r, argc, argv, lens,
+                                          src->name, replicas, wait_ms, acks)
+                         : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
         }
         if (reply_ms != c->opts.command_timeout_ms && rc == RLOCK_OK)
             redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));

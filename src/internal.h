@@ -54,6 +54,11 @@ typedef struct rlock__url {
  * RLOCK_ENOMEM with the detail recorded for client NULL. */
 int rlock__url_parse(const char *url, rlock__url *u);
 void rlock__url_free(rlock__url *u);
+/* Parses "host:port,host:port,..." in [p, end) into out[0..max), *n of
+ * them; what names the URL kind in messages ("cluster"). Errors recorded
+ * for client NULL; entries parsed so far are in out[0..*n). */
+int rlock__url_list_parse(const char *p, const char *end, rlock__url *out,
+                          int max, int *n, const char *what);
 /* Writes "host:port" or the socket path into buf (never the password). */
 void rlock__url_describe(const rlock__url *u, char *buf, size_t len);
 
@@ -352,6 +357,36 @@ void rlock__sentinel_free(rlock_client *c);
 int rlock__connect_to(rlock_client *c, const char *host, int port,
                       const char *path, redisContext **out);
 
+/* ---- Redis Cluster (cluster.c) ----------------------------------------- */
+
+#define RLOCK__CNODES_MAX 64
+
+typedef struct rlock__cnode rlock__cnode;
+
+/* The cluster slot of a key (its hash tag's, if it has one). */
+int rlock__key_slot(const char *key, size_t len);
+/* Parses "host:port,..." (what follows redis-cluster://) into c. */
+int rlock__cluster_parse(rlock_client *c, const char *spec);
+/* Reads the slot map from the seeds; opts for the nodes' clients. */
+int rlock__cluster_open(rlock_client *c, const rlock_client_opts *opts);
+/* rlock__eval_sync on the master of the keys' slot, following MOVED, ASK
+ * and TRYAGAIN. */
+int rlock__cluster_eval(rlock_client *c, enum rlock__script s,
+                        redisReply **out, int nkeys, const char **keys,
+                        const size_t *key_lens, int nargs, const char **args,
+                        const size_t *arg_lens, int replicas,
+                        long long *acks);
+int rlock__cluster_ping(rlock_client *c, rlock_server_info *info);
+/* A connection to any node (the subscriber's). */
+int rlock__cluster_connect(rlock_client *c, redisContext **out);
+void rlock__cluster_free(rlock_client *c);
+void rlock__cluster_after_fork(rlock_client *c);
+/* rlock__eval_sync on this very server; asking: send ASKING first. */
+int rlock__eval_ex(rlock_client *c, enum rlock__script s, redisReply **out,
+                   int nkeys, const char **keys, const size_t *key_lens,
+                   int nargs, const char **args, const size_t *arg_lens,
+                   int replicas, long long *acks, int asking);
+
 /* ---- the handles -------------------------------------------------------- */
 
 typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
@@ -429,6 +464,16 @@ struct rlock_client {
     int addr_stale; /* ask the sentinels before the next connection */
     char master_host[256];
     int master_port;
+
+    /* Cluster (redis-cluster://): the seeds, the masters (each with a
+     * client of its own) and the slot map (node index per slot, -1 if
+     * unknown); addr_mu guards the table and the map. */
+    int cluster;
+    int nseeds;
+    rlock__url *seeds;
+    int ncnodes;
+    rlock__cnode *cnodes;
+    short *slot_map;
 };
 
 struct rlock_mutex {

@@ -25,9 +25,8 @@
  * redis-sentinel://) into c; nothing is contacted. */
 int rlock__sentinel_parse(rlock_client *c, const char *spec)
 {
-    const char *slash = strchr(spec, '/'), *q, *p, *name, *name_end;
-    char buf[300];
-    int n = 0, rc;
+    const char *slash = strchr(spec, '/'), *q, *name, *name_end;
+    int rc;
 
     if (!slash || slash == spec)
         return rlock__fail(NULL, RLOCK_EINVAL,
@@ -56,34 +55,10 @@ int rlock__sentinel_parse(rlock_client *c, const char *spec)
     c->sentinels = calloc(RLOCK__SENTINELS_MAX, sizeof *c->sentinels);
     if (!c->master_name || !c->sentinels)
         return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
-    for (p = spec; p < slash;) {
-        const char *comma = memchr(p, ',', (size_t)(slash - p));
-        size_t len = comma ? (size_t)(comma - p) : (size_t)(slash - p);
-
-        if (len == 0)
-            return rlock__fail(NULL, RLOCK_EINVAL,
-                               "sentinel URL: empty sentinel in the list");
-        if (n == RLOCK__SENTINELS_MAX)
-            return rlock__fail(NULL, RLOCK_EINVAL,
-                               "sentinel URL: at most %d sentinels",
-                               RLOCK__SENTINELS_MAX);
-        if (len > 250 || memchr(p, '@', len))
-            return rlock__fail(NULL, RLOCK_EINVAL,
-                               "sentinel URL: sentinel %d must be host:port "
-                               "(credentials go in the client options)",
-                               n + 1);
-        snprintf(buf, sizeof buf, "redis://%.*s", (int)len, p);
-        rc = rlock__url_parse(buf, &c->sentinels[n]);
-        if (rc != RLOCK_OK)
-            return rc;
-        c->nsentinels = ++n;
-        p += len + (comma ? 1 : 0);
-        if (!comma)
-            break;
-        if (p == slash)
-            return rlock__fail(NULL, RLOCK_EINVAL,
-                               "sentinel URL: empty sentinel in the list");
-    }
+    rc = rlock__url_list_parse(spec, slash, c->sentinels, RLOCK__SENTINELS_MAX,
+                               &c->nsentinels, "sentinel");
+    if (rc != RLOCK_OK)
+        return rc;
     c->addr_stale = 1;
     snprintf(c->where, sizeof c->where, "master '%.*s' (via sentinels)",
              (int)(name_end - name) < 200 ? (int)(name_end - name) : 200, name);

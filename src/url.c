@@ -39,8 +39,7 @@ static char *decode(const char *s, size_t len, int *err)
     }
     for (i = 0; i < len; i++) {
         if (s[i] == '%') {
-            if (i + 2 >= len || hexval(s[i + 1]) < 0 ||
-                hexval(s[i + 2]) < 0) {
+            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
                 free(out);
                 *err = RLOCK_EINVAL;
                 return NULL;
@@ -207,8 +206,8 @@ int rlock__url_parse(const char *url, rlock__url *u)
     else if (strncmp(url, "rediss://", 9) == 0)
         rc = bad("TLS (rediss://) is not supported");
     else
-        rc = bad("must start with redis://, unix://, redis-sentinel:// or "
-                 "redlock://");
+        rc = bad("must start with redis://, unix://, redis-sentinel://, "
+                 "redis-cluster:// or redlock://");
     if (rc != RLOCK_OK)
         rlock__url_free(u);
     return rc;
@@ -234,4 +233,36 @@ void rlock__url_describe(const rlock__url *u, char *buf, size_t len)
         snprintf(buf, len, "[%s]:%d", u->host, u->port);
     else
         snprintf(buf, len, "%s:%d", u->host, u->port);
+}
+
+int rlock__url_list_parse(const char *p, const char *end, rlock__url *out,
+                          int max, int *n, const char *what)
+{
+    char buf[300];
+    int rc;
+
+    *n = 0;
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+
+        if (len == 0)
+            return rlock__fail(NULL, RLOCK_EINVAL,
+                               "%s URL: empty host:port in the list", what);
+        if (*n == max)
+            return rlock__fail(NULL, RLOCK_EINVAL, "%s URL: at most %d hosts",
+                               what, max);
+        if (len > 250 || memchr(p, '@', len) || memchr(p, '/', len))
+            return rlock__fail(NULL, RLOCK_EINVAL,
+                               "%s URL: host %d must be host:port "
+                               "(credentials go in the client options)",
+                               what, *n + 1);
+        snprintf(buf, sizeof buf, "redis://%.*s", (int)len, p);
+        if ((rc = rlock__url_parse(buf, &out[*n])) != RLOCK_OK)
+            return rc;
+        ++*n;
+        if (!comma)
+            return RLOCK_OK;
+        p = comma + 1;
+    }
 }

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t serial;
     int64_t lease_ms;
     int replicas; /* sync_replicas of the hold's mutex */
+    int slot;     /* cluster slot of the key (clusters only) */
     char *key;
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
@@ -158,6 +159,11 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     pthread_cond_broadcast(&c->callback_cv); /* extends wait for this */
 }
 
+static int by_slot(const void *a, const void *b)
+{
+    return ((const renewal *)a)->slot - ((const renewal *)b)->slot;
+}
+
 static void renew_due(rlock_client *c)
 {
     renewal *rn = NULL;
@@ -197,10 +203,21 @@ static void renew_due(rlock_client *c)
         n++;
     }
     /* The bound computed before the first call stays right for the others:
-     * renewals only move lease ends later. */
-    for (off = 0; off < n; off += RENEW_BATCH)
-        renew_batch(c, rn + off,
-                    n - off < RENEW_BATCH ? n - off : RENEW_BATCH, now);
+     * renewals only move lease ends later. On a cluster a script's keys
+     * must share a slot: one batch per slot. */
+    if (c->cluster && n > 1) {
+        for (off = 0; off < n; off++)
+            rn[off].slot = rlock__key_slot(rn[off].key, rn[off].key_len);
+        qsort(rn, (size_t)n, sizeof *rn, by_slot);
+    }
+    for (off = 0; off < n;) {
+        int len = 1;
+        while (off + len < n && len < RENEW_BATCH &&
+               (!c->cluster || rn[off + len].slot == rn[off].slot))
+            len++;
+        renew_batch(c, rn + off, len, now);
+        off += len;
+    }
     while (n-- > 0)
         free(rn[n].key);
     free(rn);

@@ -198,7 +198,7 @@ TEST(sentinel_failover_after_a_killed_master_breaks_no_exclusion)
 
 TEST(sentinel_bad_urls_are_refused)
 {
-    static const char *bad[] = {
+    static const char *const bad[] = {
         "redis-sentinel://",
         "redis-sentinel://127.0.0.1:1",
         "redis-sentinel://127.0.0.1:1/",
@@ -210,13 +210,6 @@ TEST(sentinel_bad_urls_are_refused)
         "redis-sentinel://127.0.0.1:99999/mymaster",
         "redis-sentinel://127.0.0.1:1/my/master",
     };
-    size_t i;
 
-    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int err = 0;
-        rlock_client *c = rlock_client_open(bad[i], NULL, &err);
-        if (c || err != RLOCK_EINVAL)
-            rt_fail(__FILE__, __LINE__, "%s: got %d (%s)", bad[i], err,
-                    rlock_client_errmsg(NULL));
-    }
+    rt_check_urls_refused(bad, sizeof bad / sizeof bad[0]);
 }

@@ -201,7 +201,11 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * behind Redis Sentinel, "redis-sentinel://host:port[,host:port...]/
  * master-name[?db=N]" (the master is asked of the sentinels and checked
  * with ROLE at each new connection, and asked again after a lost
- * connection or a READONLY reply; credentials, for the master, from opts).
+ * connection or a READONLY reply; credentials, for the master, from opts),
+ * or a Redis Cluster, "redis-cluster://host:port[,host:port...]" (seed
+ * nodes; each lock lives in the slot of its hash tag, on that slot's
+ * master; MOVED, ASK and TRYAGAIN are followed; a migration that does not
+ * end within the command timeout is RLOCK_EUNAVAILABLE).
  * opts may be NULL for the defaults; the client copies what it needs from
  * opts and url.
  *

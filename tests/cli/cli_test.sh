@@ -315,13 +315,14 @@ case_demo_passes_its_verdict_and_cleans_up() {
 # A redis-server on a free loopback TCP port (Redlock nodes are host:port);
 # sets tcp_port. Not in a subshell: the server dies with its parent
 # (pdeathsig). Stopped with the others at exit.
-start_tcp_redis() {
+start_tcp_redis() { # start_tcp_redis [extra redis-server args]
     local p try
     for try in $(seq 30); do
         p=$(( 20000 + RANDOM % 30000 ))
         setpriv --pdeathsig KILL redis-server --port "$p" --bind 127.0.0.1 \
             --dir "$dir" --save "" --appendonly no \
-            --dbfilename "dump-$p.rdb" >"$dir/redis-$p.log" 2>&1 &
+            --dbfilename "dump-$p.rdb" --cluster-config-file "nodes-$p.conf" \
+            "$@" >"$dir/redis-$p.log" 2>&1 &
         local pid=$!
         for _ in $(seq 100); do
             redis-cli -p "$p" ping >/dev/null 2>&1 && break
@@ -338,23 +339,31 @@ start_tcp_redis() {
     fail "no free port for redis-server"
 }
 
-case_redlock_run_and_status() {
-    local p1 p2 p3
-    start_tcp_redis; p1=$tcp_port
-    start_tcp_redis; p2=$tcp_port
-    start_tcp_redis; p3=$tcp_port
-    export RLOCK_URL="redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
+# counter_runs WORKERS RUNS: processes each doing RUNS non-atomic
+# increments of a file under `rlock run counter` ($RLOCK_URL); the count
+# must come out exact.
+counter_runs() {
+    local workers="" failed=0 job w i
     echo 0 > "$dir/f"
-    local workers="" failed=0 job
-    for w in 1 2 3; do
-        (for i in 1 2 3 4; do
+    for w in $(seq "$1"); do
+        (for i in $(seq "$2"); do
             "$RLOCK" run counter -- sh -c "read n < '$dir/f'; sleep 0.01; echo \$((n+1)) > '$dir/f'" || exit 1
          done) &
         workers="$workers $!"
     done
     for job in $workers; do wait "$job" || failed=1; done
     [ $failed = 0 ] || fail "a run failed"
-    [ "$(cat "$dir/f")" = 12 ] || fail "counter is $(cat "$dir/f"), want 12"
+    [ "$(cat "$dir/f")" = $(( $1 * $2 )) ] ||
+        fail "counter is $(cat "$dir/f"), want $(( $1 * $2 ))"
+}
+
+case_redlock_run_and_status() {
+    local p1 p2 p3
+    start_tcp_redis; p1=$tcp_port
+    start_tcp_redis; p2=$tcp_port
+    start_tcp_redis; p3=$tcp_port
+    export RLOCK_URL="redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
+    counter_runs 3 4
     "$RLOCK" status counter | grep -q "counter: free" || fail "lock left held"
     "$RLOCK" run held -- sleep $((3 * slow)) &
     local holder=$!
@@ -390,6 +399,24 @@ case_sentinel_run_and_status() {
     "$RLOCK" ping | grep -q PONG || fail "ping through the sentinel"
 }
 
+case_cluster_run_and_status() {
+    local ports="" p
+    for _ in 1 2 3; do
+        start_tcp_redis --cluster-enabled yes
+        ports="$ports 127.0.0.1:$tcp_port"
+    done
+    # shellcheck disable=SC2086
+    redis-cli --cluster create $ports --cluster-yes >/dev/null 2>&1 ||
+        fail "cluster create"
+    p=${ports##* }
+    wait_for 20 sh -c "redis-cli -p ${p##*:} cluster info | grep -q cluster_state:ok" ||
+        fail "cluster not ok"
+    export RLOCK_URL="redis-cluster://${p# }"
+    counter_runs 3 3
+    "$RLOCK" status counter | grep -q "counter: free" || fail "status: $("$RLOCK" status counter)"
+    "$RLOCK" ping | grep -q PONG || fail "ping on the cluster"
+}
+
 case_bad_arguments_table() {
     start_redis
     local sock="$dir/redis.sock" long row want pat code failed=0 n=0 x
@@ -407,9 +434,9 @@ case_bad_arguments_table() {
         "64|--redis needs a URL|--redis"
         "64|URL|--redis|{empty}|ping"
         "64|URL|--redis={empty}|ping"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|http://127.0.0.1|ping"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis=http://127.0.0.1|ping"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|{sock}|ping"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://127.0.0.1|ping"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis=http://127.0.0.1|ping"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|{sock}|ping"
         "64|TLS|--redis|rediss://127.0.0.1|ping"
         "64|missing host|--redis|redis://|ping"
         "64|port must be a number|--redis|redis://127.0.0.1:0|ping"
@@ -422,14 +449,14 @@ case_bad_arguments_table() {
         "64|absolute socket path|--redis|unix://relative.sock|ping"
         "64|only query parameter is db=N|--redis|unix://{sock}?db=x|ping"
         "64|only query parameter is db=N|--redis|unix://{sock}?timeout=1|ping"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|http://x|run|x|--|$T"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|http://x|status|x"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|http://x|unlock|--force|held"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|--redis|http://x|demo|--workers|1|--seconds|1"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|ENV:RLOCK_URL=http://x|ping"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://x|run|x|--|$T"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://x|status|x"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://x|unlock|--force|held"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://x|demo|--workers|1|--seconds|1"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|ENV:RLOCK_URL=http://x|ping"
         "64|only query parameter is db=N|ENV:RLOCK_URL=unix://{sock}?db=x|ping"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|ENV:RLOCK_URL=http://x|run|x|--|$T"
-        "64|must start with redis://, unix://, redis-sentinel:// or redlock://|ENV:-RLOCK_URL|ENV:REDIS_URL=http://x|ping"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|ENV:RLOCK_URL=http://x|run|x|--|$T"
+        "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|ENV:-RLOCK_URL|ENV:REDIS_URL=http://x|ping"
         "64|port must be a number|ENV:-RLOCK_URL|ENV:REDIS_URL=redis://h:0|status|x"
         "64|RLOCK_WATCHDOG_LEASE: bad duration 'soon'|ENV:RLOCK_WATCHDOG_LEASE=soon|ping"
         "64|RLOCK_WATCHDOG_LEASE: bad duration '29ms'|ENV:RLOCK_WATCHDOG_LEASE=29ms|run|x|--|$T"

@@ -83,6 +83,10 @@ int rt_locker_join(rt_locker *l);
 extern atomic_int rt_lost_calls;
 void rt_count_lost(rlock_mutex *m, void *arg);
 
+/* Checks that rlock_client_open refuses each of n URLs with RLOCK_EINVAL
+ * (and opens nothing). */
+void rt_check_urls_refused(const char *const *urls, size_t n);
+
 /* Helpers shared by the tests (harness/util.c). */
 int64_t rt_now_ms(void);
 void rt_sleep_ms(int64_t ms);

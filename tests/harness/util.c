@@ -127,3 +127,16 @@ void rt_count_lost(rlock_mutex *m, void *arg)
     (void)arg;
     atomic_fetch_add(&rt_lost_calls, 1);
 }
+
+void rt_check_urls_refused(const char *const *urls, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        int err = 0;
+        rlock_client *c = rlock_client_open(urls[i], NULL, &err);
+        if (c || err != RLOCK_EINVAL)
+            rt_fail(__FILE__, __LINE__, "%s: got %d (%s)", urls[i], err,
+                    rlock_client_errmsg(NULL));
+    }
+}
