@@ -13,6 +13,13 @@
  *  - the canonical URL of what was parsed parses back to the same thing;
  *  - whenever the library found a password, the tool's shown URL has it
  *    replaced by "***".
+ * The same input also goes to the parsers of the other URL kinds:
+ *  - a host:port list (Sentinel's and Cluster's) gives 1 to max entries,
+ *    each a TCP address as above, and frees what it parsed on failure;
+ *  - redis-sentinel:// gives sentinels and a master name without '/';
+ *    redis-cluster:// gives seeds; both refuse with EINVAL or ENOMEM;
+ *  - a key's cluster slot is in [0, 16383], and keys that share a hash tag
+ *    share a slot (CRC16 checked against the reference "123456789").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +132,74 @@ static void check_shown(const char *s, int has_password)
         FUZZ_CHECK(cli.url_shown[keep + k] == stars[k]);
 }
 
+static void check_list(const char *s)
+{
+    rlock__url list[4];
+    int n = -1, i, rc = rlock__url_list_parse(s, s + strlen(s), list, 4, &n,
+                                              "fuzz");
+
+    FUZZ_CHECK(n >= 0 && n <= 4);
+    if (rc == RLOCK_OK)
+        FUZZ_CHECK(n >= 1);
+    else
+        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+    for (i = 0; i < n; i++) {
+        FUZZ_CHECK(list[i].host != NULL);
+        check_fields(&list[i]);
+        rlock__url_free(&list[i]);
+    }
+}
+
+static void check_deployments(const char *s)
+{
+    rlock_client *c = calloc(1, sizeof *c);
+    int rc, i;
+
+    FUZZ_CHECK(c != NULL);
+    rc = rlock__sentinel_parse(c, s);
+    if (rc == RLOCK_OK) {
+        FUZZ_CHECK(c->nsentinels >= 1 && c->master_name &&
+                   c->master_name[0] && !strchr(c->master_name, '/'));
+        for (i = 0; i < c->nsentinels; i++)
+            check_fields(&c->sentinels[i]);
+        FUZZ_CHECK(memchr(c->where, '\0', sizeof c->where) != NULL);
+    } else {
+        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+    }
+    rlock__sentinel_free(c);
+    rc = rlock__cluster_parse(c, s);
+    if (rc == RLOCK_OK) {
+        FUZZ_CHECK(c->nseeds >= 1 && c->cluster);
+        for (i = 0; i < c->nseeds; i++)
+            check_fields(&c->seeds[i]);
+    } else {
+        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+    }
+    rlock__cluster_free(c);
+    free(c);
+}
+
+static void check_slot(const char *s)
+{
+    size_t len = strlen(s);
+    char *a = malloc(len + 4), *b = malloc(len + 4);
+    int slot = rlock__key_slot(s, len);
+
+    FUZZ_CHECK(a && b);
+    FUZZ_CHECK(slot >= 0 && slot < 16384);
+    FUZZ_CHECK(rlock__key_slot("123456789", 9) == 0x31C3 % 16384);
+    /* "{tag}x" and "{tag}y" share a slot when tag has no '}'. */
+    if (len > 0 && !memchr(s, '}', len)) {
+        snprintf(a, len + 4, "{%s}x", s);
+        snprintf(b, len + 4, "{%s}y", s);
+        FUZZ_CHECK(rlock__key_slot(a, len + 3) == rlock__key_slot(b, len + 3));
+        FUZZ_CHECK(rlock__key_slot(a, len + 3) == rlock__key_slot(s, len) ||
+                   memchr(s, '{', len));
+    }
+    free(a);
+    free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_cstr(data, size);
@@ -144,6 +219,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_shown(s, rc == RLOCK_OK && u.password != NULL);
     if (rc == RLOCK_OK)
         rlock__url_free(&u);
+    check_list(s);
+    check_deployments(s);
+    check_slot(s);
     free(s);
     return 0;
 }
