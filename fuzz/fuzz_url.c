@@ -17,7 +17,8 @@
  *  - a host:port list (Sentinel's and Cluster's) gives 1 to max entries,
  *    each a TCP address as above, and frees what it parsed on failure;
  *  - redis-sentinel:// gives sentinels and a master name without '/';
- *    redis-cluster:// gives seeds; both refuse with EINVAL or ENOMEM;
+ *    redis-cluster:// gives seeds; redlock:// gives a drift in [0, 1) and
+ *    a node timeout in [1, 60000]; all refuse with EINVAL or ENOMEM;
  *  - a key's cluster slot is in [0, 16383], and keys that share a hash tag
  *    share a slot (CRC16 checked against the reference "123456789").
  */
@@ -135,8 +136,8 @@ static void check_shown(const char *s, int has_password)
 static void check_list(const char *s)
 {
     rlock__url list[4];
-    int n = -1, i, rc = rlock__url_list_parse(s, s + strlen(s), list, 4, &n,
-                                              "fuzz");
+    int n = -1, i,
+        rc = rlock__url_list_parse(s, s + strlen(s), list, 4, &n, "fuzz");
 
     FUZZ_CHECK(n >= 0 && n <= 4);
     if (rc == RLOCK_OK)
@@ -158,8 +159,8 @@ static void check_deployments(const char *s)
     FUZZ_CHECK(c != NULL);
     rc = rlock__sentinel_parse(c, s);
     if (rc == RLOCK_OK) {
-        FUZZ_CHECK(c->nsentinels >= 1 && c->master_name &&
-                   c->master_name[0] && !strchr(c->master_name, '/'));
+        FUZZ_CHECK(c->nsentinels >= 1 && c->master_name && c->master_name[0] &&
+                   !strchr(c->master_name, '/'));
         for (i = 0; i < c->nsentinels; i++)
             check_fields(&c->sentinels[i]);
         FUZZ_CHECK(memchr(c->where, '\0', sizeof c->where) != NULL);
@@ -176,6 +177,17 @@ static void check_deployments(const char *s)
         FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
     }
     rlock__cluster_free(c);
+    {
+        const char *end = NULL;
+        rc = rlock__rl_parse(c, s, &end);
+        if (rc == RLOCK_OK) {
+            FUZZ_CHECK(c->drift >= 0 && c->drift < 1);
+            FUZZ_CHECK(c->node_timeout_ms >= 1 && c->node_timeout_ms <= 60000);
+            FUZZ_CHECK(end > s && end <= s + strlen(s));
+        } else {
+            FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+        }
+    }
     free(c);
 }
 

@@ -299,6 +299,10 @@ typedef struct rlock__node_result {
     char err[200];     /* rc != RLOCK_OK: what happened, naming the node */
 } rlock__node_result;
 
+/* Reads the parameters of "host:port,...[?params]" (what follows
+ * redlock://) into c and checks the node list; *list_end is where the list
+ * ends. Nothing is opened. */
+int rlock__rl_parse(rlock_client *c, const char *spec, const char **list_end);
 /* Opens the nodes of "host:port,...[?params]" (what follows redlock://)
  * with opts; errors recorded for client NULL. */
 int rlock__rl_open(rlock_client *c, const char *spec,

@@ -355,18 +355,16 @@ static int check_list(const char *p, const char *end)
 
 /* Parses "host:port,host:port,...[?drift=F&node_timeout_ms=N]" (after
  * "redlock://") into c; opens a client per node with opts. */
-int rlock__rl_open(rlock_client *c, const char *spec,
-                   const rlock_client_opts *opts)
+int rlock__rl_parse(rlock_client *c, const char *spec, const char **list_end)
 {
-    const char *q = strchr(spec, '?'), *p, *end;
+    const char *q = strchr(spec, '?');
     char buf[300];
-    rlock_client_opts o = *opts;
-    int n = 0, down = 0, rc;
 
     c->drift = 0.01;
     c->node_timeout_ms = 100;
     if (q) {
-        /* Parameters: drift=F (0 <= F < 1), node_timeout_ms=N. */
+        /* Parameters: drift=F (0 <= F < 1), node_timeout_ms=N; plain
+         * decimals only (no sign, exponent, hex or spaces). */
         const char *a = q + 1;
         while (*a) {
             const char *amp = strchr(a, '&');
@@ -375,7 +373,9 @@ int rlock__rl_open(rlock_client *c, const char *spec,
             if (alen > 6 && strncmp(a, "drift=", 6) == 0) {
                 snprintf(buf, sizeof buf, "%.*s", (int)(alen - 6), a + 6);
                 c->drift = strtod(buf, &e);
-                if (e == buf || *e || !(c->drift >= 0 && c->drift < 1))
+                if (e == buf || *e ||
+                    strspn(buf, "0123456789.") != strlen(buf) ||
+                    !(c->drift >= 0 && c->drift < 1))
                     return rlock__fail(NULL, RLOCK_EINVAL,
                                        "redlock URL: drift must be a number "
                                        "from 0 to below 1 (got \"%s\")",
@@ -384,7 +384,8 @@ int rlock__rl_open(rlock_client *c, const char *spec,
                 long v;
                 snprintf(buf, sizeof buf, "%.*s", (int)(alen - 16), a + 16);
                 v = strtol(buf, &e, 10);
-                if (e == buf || *e || buf[0] == '+' || buf[0] == '-' || v < 1 ||
+                if (e == buf || *e ||
+                    strspn(buf, "0123456789") != strlen(buf) || v < 1 ||
                     v > 60000)
                     return rlock__fail(NULL, RLOCK_EINVAL,
                                        "redlock URL: node_timeout_ms must be "
@@ -400,8 +401,18 @@ int rlock__rl_open(rlock_client *c, const char *spec,
             a += alen + (amp ? 1 : 0);
         }
     }
-    end = q ? q : spec + strlen(spec);
-    if ((rc = check_list(spec, end)) != RLOCK_OK)
+    *list_end = q ? q : spec + strlen(spec);
+    return check_list(spec, *list_end);
+}
+
+int rlock__rl_open(rlock_client *c, const char *spec,
+                   const rlock_client_opts *opts)
+{
+    const char *p, *end;
+    rlock_client_opts o = *opts;
+    int n = 0, down = 0, rc;
+
+    if ((rc = rlock__rl_parse(c, spec, &end)) != RLOCK_OK)
         return rc;
     /* A renewal waits up to the node timeout; it must fit in a renewal
      * period with room to spare. */
