@@ -284,3 +284,24 @@ TEST(cluster_bad_urls_are_refused)
 
     rt_check_urls_refused(bad, sizeof bad / sizeof bad[0]);
 }
+
+TEST(a_cluster_that_is_down_is_unavailable)
+{
+    rlock_client *c = rt_client(start_cluster(), NULL);
+    rlock_mutex *m = rt_mutex(c, "down", NULL);
+    int owner = owner_of("{rlock:down}");
+    long long slot = rt_cmd_int(nodes[owner], "CLUSTER KEYSLOT {rlock:down}");
+
+    /* The owner gives the slot up: with full coverage required, it says
+     * the cluster is down. */
+    freeReplyObject(rt_cmd(nodes[owner], "CLUSTER DELSLOTS %lld", slot));
+    RT_WAIT_UNTIL(!cluster_ok(nodes[owner]), 10000);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EUNAVAILABLE);
+    CHECK(strstr(rlock_client_errmsg(c), "CLUSTERDOWN") != NULL);
+    freeReplyObject(rt_cmd(nodes[owner], "CLUSTER ADDSLOTS %lld", slot));
+    RT_WAIT_UNTIL(rlock_mutex_trylock(m) == RLOCK_OK, 20000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    stop_cluster();
+}

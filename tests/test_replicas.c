@@ -209,3 +209,34 @@ TEST(a_replica_or_a_master_without_replicas_gives_clear_codes)
     rt_server_stop(r);
     rt_server_stop(s);
 }
+
+TEST(a_loading_server_is_unavailable_until_it_has_loaded)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rlock_client *c;
+    rlock_mutex *m;
+
+    /* Loading slowed down (0.5 ms a key) and answering while it loads. */
+    memset(&so, 0, sizeof so);
+    so.extra[0] = "--key-load-delay";
+    so.extra[1] = "500";
+    so.extra[2] = "--loading-process-events-interval-bytes";
+    so.extra[3] = "1024";
+    s = rt_server_start(&so);
+    c = rt_client(rt_server_url(s), NULL);
+    m = rt_mutex(c, "loading", NULL);
+    freeReplyObject(
+        rt_cmd(s, "EVAL %s 0",
+               "for i = 1, 4000 do redis.call('SET', 'k' .. i, i) end"));
+    freeReplyObject(rt_cmd(s, "SAVE"));
+    rt_server_restart(s); /* answers (LOADING) at once, loads for 2 s */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EUNAVAILABLE);
+    CHECK(has_text(c, "still loading its data"));
+    CHECK(has_text(c, "LOADING"));
+    RT_WAIT_UNTIL(rlock_mutex_trylock(m) == RLOCK_OK, 20000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
