@@ -149,6 +149,18 @@ rlock_client *cli_open(struct cli *cli, int *exit_code)
     if (!c) {
         cli_error(cli, NULL, "cannot open", err);
         *exit_code = exit_code_for(err);
+    } else if (strncmp(cli->url, "redlock://", 10) == 0) {
+        /* A majority of an even number survives no more failures than a
+         * majority of one node fewer: say so, it is rarely meant. */
+        size_t n = 1;
+        const char *p;
+        for (p = cli->url + 10; *p && *p != '?'; p++)
+            n += *p == ',';
+        if (n % 2 == 0)
+            fprintf(stderr,
+                    "%s: warning: %zu Redlock nodes need %zu for a majority "
+                    "and survive the loss of %zu, as %zu would\n",
+                    cli->prog, n, n / 2 + 1, n / 2 - 1, n - 1);
     }
     return c;
 }

@@ -377,6 +377,13 @@ case_redlock_run_and_status() {
     "$RLOCK" run -n two-down -- true 2>"$dir/err"; expect_code 69 $? "two nodes stopped"
     grep -q "majority" "$dir/err" || fail "no quorum message: $(cat "$dir/err")"
     kill -CONT $(cat "$dir/tcp-pids")
+    # An even number of nodes works, with a warning.
+    RLOCK_URL="redlock://127.0.0.1:$p1,127.0.0.1:$p2" "$RLOCK" run -n even -- true 2>"$dir/err"
+    expect_code 0 $? "two nodes"
+    grep -q "warning: 2 Redlock nodes need 2 for a majority" "$dir/err" ||
+        fail "no warning for an even number of nodes: $(cat "$dir/err")"
+    "$RLOCK" run -n odd -- true 2>"$dir/err"
+    [ ! -s "$dir/err" ] || fail "a warning for three nodes: $(cat "$dir/err")"
 }
 
 case_sentinel_run_and_status() {
