@@ -22,7 +22,10 @@
  *  - status and force leave NUL-terminated holders, and a free lock has
  *    no count, token or lease; INFO's version is NUL-terminated within
  *    its buffer and holds no line break;
- *  - an error reply maps to RLOCK_EAUTH or RLOCK_EREDIS.
+ *  - an error reply maps to RLOCK_EAUTH or RLOCK_EREDIS, except the
+ *    deployment states, by their code (the first word): NOREPLICAS to
+ *    RLOCK_EREPLICAS; READONLY, LOADING, MASTERDOWN and CLUSTERDOWN to
+ *    RLOCK_EUNAVAILABLE.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -202,6 +205,14 @@ static void check_pubsub(const redisReply *r)
 
 static rlock_client fake_client; /* for rlock__reply_error's messages */
 
+static int code_is(const redisReply *r, const char *word)
+{
+    size_t n = strlen(word);
+
+    return r->str && (size_t)r->len >= n && memcmp(r->str, word, n) == 0 &&
+           ((size_t)r->len == n || r->str[n] == ' ');
+}
+
 static void check_error(const redisReply *r)
 {
     const char *msg;
@@ -210,7 +221,17 @@ static void check_error(const redisReply *r)
     if (r->type != REDIS_REPLY_ERROR)
         return;
     rc = rlock__reply_error(&fake_client, r);
-    FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS);
+    FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS ||
+               rc == RLOCK_EREPLICAS || rc == RLOCK_EUNAVAILABLE);
+    /* The deployment's states by their code (the first word), nothing
+     * else. */
+    if (code_is(r, "NOREPLICAS"))
+        FUZZ_CHECK(rc == RLOCK_EREPLICAS);
+    else if (code_is(r, "READONLY") || code_is(r, "LOADING") ||
+             code_is(r, "MASTERDOWN") || code_is(r, "CLUSTERDOWN"))
+        FUZZ_CHECK(rc == RLOCK_EUNAVAILABLE);
+    else
+        FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS);
     msg = rlock_client_errmsg(&fake_client);
     FUZZ_CHECK(msg != NULL && strlen(msg) < 512);
 }

@@ -101,12 +101,28 @@ static const struct {
     {"CLUSTERDOWN", RLOCK_EUNAVAILABLE, "belongs to a cluster that is down"},
 };
 
+/* Whether the error's code (its first word) is word. */
+static int first_word_is(const char *s, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+
+    return starts_with(s, len, word) && (len == n || s[n] == ' ');
+}
+
 int rlock__reply_error(rlock_client *c, const redisReply *r)
 {
     const char *s = r->str ? r->str : "";
     size_t len = r->str ? (size_t)r->len : 0;
     size_t i;
 
+    /* States of the deployment, not mistakes of the request, known by
+     * their code: say what they mean, keep Redis's words. */
+    for (i = 0; i < sizeof deployment_errors / sizeof deployment_errors[0];
+         i++)
+        if (first_word_is(s, len, deployment_errors[i].prefix))
+            return rlock__fail(c, deployment_errors[i].code, "%s %s: %.*s",
+                               c->where, deployment_errors[i].meaning,
+                               (int)len, s);
     if (starts_with(s, len, "NOAUTH") || starts_with(s, len, "WRONGPASS") ||
         starts_with(s, len, "NOPERM") ||
         strstr(s, "invalid password") != NULL ||
@@ -114,14 +130,6 @@ int rlock__reply_error(rlock_client *c, const redisReply *r)
         strstr(s, "without any password configured") != NULL)
         return rlock__fail(c, RLOCK_EAUTH, "%s refused: %.*s", c->where,
                            (int)len, s);
-    /* States of the deployment, not mistakes of the request: say what
-     * they mean, keep Redis's words. */
-    for (i = 0; i < sizeof deployment_errors / sizeof deployment_errors[0];
-         i++)
-        if (starts_with(s, len, deployment_errors[i].prefix))
-            return rlock__fail(c, deployment_errors[i].code, "%s %s: %.*s",
-                               c->where, deployment_errors[i].meaning,
-                               (int)len, s);
     return rlock__fail(c, RLOCK_EREDIS, "%.*s", (int)len, s);
 }
 
