@@ -222,8 +222,11 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * within the connect timeout), RLOCK_EAUTH (credentials refused),
  * RLOCK_EREDIS (for example SELECT of a database that does not exist),
  * RLOCK_ETIMEDOUT (the server accepted the connection but did not answer
- * within the connect timeout), RLOCK_EIO. The detail is available from
- * rlock_client_errmsg(NULL) on the same thread.
+ * within the connect timeout), RLOCK_EIO, RLOCK_EUNAVAILABLE (no sentinel
+ * knows the master, the server is not the master, or a cluster has no
+ * slots), RLOCK_EQUORUM (fewer than a majority of Redlock nodes reached).
+ * The detail is available from rlock_client_errmsg(NULL) on the same
+ * thread.
  *
  * Thread-safe. The caller owns the client and frees it with
  * rlock_client_close().
