@@ -14,9 +14,9 @@ void usage_main(FILE *out)
         "Distributed locks on Redis, from the shell.\n"
         "\n"
         "commands:\n"
-        "  run [-w DUR | -n] [-l DUR] [-E N] [--on-lost kill|ignore] NAME -- COMMAND [ARG...]\n"
+        "  run [-w DUR | -n] [-l DUR] [-E N] [--on-lost kill|ignore] [--layout L] NAME -- COMMAND [ARG...]\n"
         "                 run COMMAND while holding the lock NAME\n"
-        "  status [--json] NAME...\n"
+        "  status [--json] [--layout L] NAME...\n"
         "                 show who holds each lock, its lease, token and waiters\n"
         "  unlock --force NAME\n"
         "                 remove a lock whoever holds it, waking its waiters\n"
@@ -61,9 +61,14 @@ static const struct {
      "                            (default 1)\n"
      "      --on-lost kill|ignore if the lock is lost while COMMAND runs: kill\n"
      "                            (default) sends SIGTERM, then SIGKILL after 5 s,\n"
-     "                            and exits 79; ignore only warns\n"},
+     "                            and exits 79; ignore only warns\n"
+     "      --layout native|token the lock's layout in Redis: rlock's own\n"
+     "                            (default), or the plain SET NX PX key that\n"
+     "                            redis-py, node-redlock and others use, to\n"
+     "                            share the lock with them (docs/interop.md)\n"},
     {"status",
-     "usage: rlock [--redis URL] status [--json] NAME...\n"
+     "usage: rlock [--redis URL] status [--json] [--layout native|token] "
+     "NAME...\n"
      "\n"
      "For each NAME: free or held, the holder's owner id, its hold count, the\n"
      "remaining lease, the current fencing token (the last one handed out if\n"

@@ -53,8 +53,10 @@ static void print_status(const char *name, const rlock_status *st, int json)
 int cmd_status(struct cli *cli, int argc, char **argv)
 {
     rlock_client *c;
+    rlock_mutex_opts mo;
     int i, k, json = 0, code = 0, names = 0, opts_end = 0;
 
+    rlock_mutex_opts_init(&mo);
     /* Options may come anywhere before "--"; names after it may start
      * with '-'. Names are moved to the front of argv[1..]. */
     for (i = 1; i < argc; i++) {
@@ -62,6 +64,12 @@ int cmd_status(struct cli *cli, int argc, char **argv)
             opts_end = 1;
         } else if (!opts_end && strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (!opts_end && strcmp(argv[i], "--layout") == 0) {
+            if (i + 1 >= argc || parse_layout(argv[++i], &mo.layout) != 0) {
+                fprintf(stderr,
+                        "rlock status: --layout takes native or token\n");
+                return EXIT_USAGE;
+            }
         } else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "rlock status: unknown option %s (see rlock "
                             "status --help)\n",
@@ -84,7 +92,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
         i = 1 + k;
         int err;
         rlock_status st;
-        rlock_mutex *m = rlock_mutex_new(c, argv[i], NULL, &err);
+        rlock_mutex *m = rlock_mutex_new(c, argv[i], &mo, &err);
         if (!m) {
             cli_error(cli, c, argv[i], err);
             code = exit_code_for(err);

@@ -161,6 +161,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     char **cmd = NULL, **env;
     int64_t lease_ms = 0, kill_at = -1;
     int i, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
+    int layout = RLOCK_LAYOUT_NATIVE;
     int code = 0, lost = 0, status = 0, err;
     pid_t child;
 
@@ -201,6 +202,13 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 return EXIT_USAGE;
             }
             conflict = (int)v;
+        } else if (strcmp(a, "--layout") == 0) {
+            if (need_arg(i, argc, a))
+                return EXIT_USAGE;
+            if (parse_layout(argv[++i], &layout) != 0) {
+                fprintf(stderr, "rlock run: --layout takes native or token\n");
+                return EXIT_USAGE;
+            }
         } else if (strcmp(a, "--on-lost") == 0) {
             if (need_arg(i, argc, a))
                 return EXIT_USAGE;
@@ -268,6 +276,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = lease_ms;
     mo.on_lost = on_lost;
+    mo.layout = layout;
     h.m = rlock_mutex_new(c, name, &mo, &err);
     if (!h.m) {
         cli_error(cli, c, name, err);

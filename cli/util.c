@@ -100,6 +100,17 @@ void cli_pick_url(struct cli *cli, const char *given)
     hide_password(u, cli->url_shown, sizeof cli->url_shown);
 }
 
+int parse_layout(const char *s, int *layout)
+{
+    if (strcmp(s, "native") == 0)
+        *layout = RLOCK_LAYOUT_NATIVE;
+    else if (strcmp(s, "token") == 0)
+        *layout = RLOCK_LAYOUT_TOKEN;
+    else
+        return -1;
+    return 0;
+}
+
 int exit_code_for(int rc)
 {
     switch (rc) {

@@ -22,6 +22,8 @@
  *  - status and force leave NUL-terminated holders, and a free lock has
  *    no count, token or lease; INFO's version is NUL-terminated within
  *    its buffer and holds no line break;
+ *  - a token-layout value gives 0 or exactly the number after its last
+ *    ':' (no leading zero, no sign, at most 19 digits);
  *  - an error reply maps to RLOCK_EAUTH or RLOCK_EREDIS, except the
  *    deployment states, by their code (the first word): NOREPLICAS to
  *    RLOCK_EREPLICAS; READONLY, LOADING, MASTERDOWN and CLUSTERDOWN to
@@ -236,8 +238,25 @@ static void check_error(const redisReply *r)
     FUZZ_CHECK(msg != NULL && strlen(msg) < 512);
 }
 
+/* A token-layout value: 0, or exactly the digits after the last ':'. */
+static void check_token_value(const redisReply *r)
+{
+    uint64_t t;
+    char back[32];
+
+    if (r->type != REDIS_REPLY_STRING || memchr(r->str, '\0', (size_t)r->len))
+        return;
+    t = rlock__token_value(r->str);
+    if (t == 0)
+        return;
+    snprintf(back, sizeof back, ":%" PRIu64, t);
+    FUZZ_CHECK(strlen(r->str) >= strlen(back) &&
+               strcmp(r->str + strlen(r->str) - strlen(back), back) == 0);
+}
+
 static void check_reply(const redisReply *r)
 {
+    check_token_value(r);
     check_acquire(r);
     check_counts(r);
     check_status(r);

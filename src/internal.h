@@ -90,6 +90,13 @@ enum rlock__script {
     RLOCK__S_FORCE,
     RLOCK__S_STATUS,
     RLOCK__S_RETOKEN,
+    RLOCK__S_TK_ACQUIRE, /* the token layout (layout.c) */
+    RLOCK__S_TK_RELEASE,
+    RLOCK__S_TK_EXTEND,
+    RLOCK__S_TK_RENEW,
+    RLOCK__S_TK_CANCEL,
+    RLOCK__S_TK_STATUS,
+    RLOCK__S_TK_FORCE,
     RLOCK__S_COUNT
 };
 
@@ -390,6 +397,13 @@ int rlock__eval_ex(rlock_client *c, enum rlock__script s, redisReply **out,
                    int nkeys, const char **keys, const size_t *key_lens,
                    int nargs, const char **args, const size_t *arg_lens,
                    int replicas, long long *acks, int asking);
+
+/* ---- the token layout (layout.c) ---------------------------------------- */
+
+int rlock__tk_acquire(rlock_mutex *m, int64_t *hint_ms);
+int rlock__tk_release(rlock_mutex *m, uint64_t thread, uint64_t token);
+int rlock__tk_status(rlock_mutex *m, rlock_status *st);
+int rlock__tk_force(rlock_mutex *m, rlock_status *removed);
 
 /* ---- the handles -------------------------------------------------------- */
 

@@ -43,6 +43,21 @@ static char *make_key(const rlock_client *c, const char *name, size_t len,
     return k;
 }
 
+/* name followed by suffix, as a byte string. */
+static char *plain_key(const char *name, size_t len, const char *suffix,
+                       size_t *out_len)
+{
+    size_t slen = strlen(suffix);
+    char *k = malloc(len + slen + 1);
+
+    if (!k)
+        return NULL;
+    memcpy(k, name, len);
+    memcpy(k + len, suffix, slen + 1);
+    *out_len = len + slen;
+    return k;
+}
+
 static void free_mutex(rlock_mutex *m)
 {
     int i;
@@ -60,6 +75,10 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
 {
     static const char *suffix[RLOCK__K_COUNT] = {"", ":fence", ":queue",
                                                  ":qttl", ":qinfo"};
+    /* The token layout's lock is the name itself; only the counter is
+     * used besides (the other keys are never written). */
+    static const char *token_suffix[RLOCK__K_COUNT] = {
+        "", ":rlock-fence", ":rlock-queue", ":rlock-qttl", ":rlock-qinfo"};
     rlock_mutex *m;
     int i, dummy;
 
@@ -94,6 +113,19 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
                            RLOCK__SYNC_MAX);
         return NULL;
     }
+    if (opts && opts->layout != RLOCK_LAYOUT_NATIVE &&
+        opts->layout != RLOCK_LAYOUT_TOKEN) {
+        *err = rlock__fail(c, RLOCK_EINVAL,
+                           "layout must be RLOCK_LAYOUT_NATIVE or "
+                           "RLOCK_LAYOUT_TOKEN");
+        return NULL;
+    }
+    if (opts && opts->layout == RLOCK_LAYOUT_TOKEN && c->nnodes) {
+        *err = rlock__fail(c, RLOCK_EINVAL,
+                           "the token layout is not available on "
+                           "redlock://");
+        return NULL;
+    }
     m = calloc(1, sizeof *m);
     if (!m) {
         *err = rlock__fail(c, RLOCK_ENOMEM, "out of memory");
@@ -113,7 +145,11 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
     if (m->name)
         memcpy(m->name, name, name_len);
     for (i = 0; i < RLOCK__K_COUNT; i++)
-        m->keys[i] = make_key(c, name, name_len, suffix[i], &m->key_lens[i]);
+        m->keys[i] = m->opts.layout == RLOCK_LAYOUT_TOKEN
+                         ? plain_key(name, name_len, token_suffix[i],
+                                     &m->key_lens[i])
+                         : make_key(c, name, name_len, suffix[i],
+                                    &m->key_lens[i]);
     m->channel = make_key(c, name, name_len, ":wake", &m->channel_len);
     for (i = 0; i < RLOCK__K_COUNT; i++)
         if (!m->keys[i])
@@ -156,6 +192,11 @@ void rlock_mutex_free(rlock_mutex *m)
 rlock_client *rlock_mutex_client(rlock_mutex *m)
 {
     return m ? m->c : NULL;
+}
+
+static int token_layout(const rlock_mutex *m)
+{
+    return m->opts.layout == RLOCK_LAYOUT_TOKEN;
 }
 
 static int64_t hold_lease_ms(const rlock_mutex *m)
@@ -281,8 +322,9 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
         had_count = h->count;
         had_token = h->token;
     }
-    if (c->nnodes && h) {
-        /* Redlock: re-entry is counted here; the nodes see one hold. */
+    if ((c->nnodes || token_layout(m)) && h) {
+        /* Redlock and the token layout: re-entry is counted here; Redis
+         * sees one hold. */
         h->count++;
         pthread_mutex_unlock(&c->mu);
         return RLOCK_OK;
@@ -290,6 +332,8 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
     pthread_mutex_unlock(&c->mu);
     if (c->nnodes)
         return rlock__rl_acquire(m, hint_ms);
+    if (token_layout(m))
+        return rlock__tk_acquire(m, hint_ms);
 
     rlock__acquire_args(m, thread, mode, nonce, had_count, had_token, &aa);
 
@@ -431,14 +475,17 @@ static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
     return RLOCK_OK;
 }
 
-/* Redlock's unlock: one level off the client's count; at zero, a release
- * on every node. The hold stays if too few nodes answered (call again). */
-static int release_redlock(rlock_mutex *m, uint64_t thread, uint64_t token,
+/* The unlock of Redlock and of the token layout: one level off the
+ * client's count; at zero, the release (on every node for Redlock). The
+ * hold stays if the release may not have happened (call again). */
+static int release_counted(rlock_mutex *m, uint64_t thread, uint64_t token,
                            int64_t count)
 {
     rlock_client *c = m->c;
     rlock__hold *h;
-    int rc = count > 1 ? RLOCK_OK : rlock__rl_release(m, token);
+    int rc = count > 1        ? RLOCK_OK
+             : c->nnodes      ? rlock__rl_release(m, token)
+                              : rlock__tk_release(m, thread, token);
 
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(c, m, thread);
@@ -472,8 +519,8 @@ int rlock_mutex_unlock(rlock_mutex *m)
     thread = rlock__thread_number();
     if ((rc = own_hold(m, thread, &token, &count, &unknown, 0)) != RLOCK_OK)
         return rc;
-    if (c->nnodes)
-        return release_redlock(m, thread, token, count);
+    if (c->nnodes || token_layout(m))
+        return release_counted(m, thread, token, count);
 
     lens[0] = rlock__owner(c, thread, owner);
     args[0] = owner;
@@ -563,9 +610,11 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
                              "extend: a majority answered only after the "
                              "new lease's validity had ended");
     } else {
-        rc = rlock__eval_sync(c, RLOCK__S_EXTEND, &r, 1,
-                              (const char **)m->keys, m->key_lens, 3, args,
-                              lens, replicas, &acks);
+        rc = rlock__eval_sync(c,
+                              token_layout(m) ? RLOCK__S_TK_EXTEND
+                                              : RLOCK__S_EXTEND,
+                              &r, 1, (const char **)m->keys, m->key_lens, 3,
+                              args, lens, replicas, &acks);
     }
     if (rc == RLOCK_OK && r && rlock__parse_extend(r, &ok) != RLOCK_OK)
         rc = bad_reply(c, "extend");

@@ -253,3 +253,17 @@ int rlock__parse_pubsub(const redisReply *r, rlock__pubsub *p)
         return parse_grant(sp, (size_t)msg->len - p->who_len, p);
     return RLOCK_OK;
 }
+
+uint64_t rlock__token_value(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    size_t n;
+
+    if (!colon)
+        return 0;
+    n = strlen(colon + 1);
+    if (n == 0 || n > 19 || strspn(colon + 1, "0123456789") != n ||
+        colon[1] == '0')
+        return 0;
+    return strtoull(colon + 1, NULL, 10);
+}

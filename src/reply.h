@@ -86,4 +86,9 @@ typedef struct rlock__pubsub {
 /* RLOCK_EPROTO: not a push the subscriber understands (ignore it). */
 int rlock__parse_pubsub(const redisReply *r, rlock__pubsub *out);
 
+/* The fencing token at the end of a token-layout value
+ * "<client id>:<thread>:<token>" (rlock's own), or 0 for anything else (a
+ * peer's value). */
+uint64_t rlock__token_value(const char *v);
+
 #endif

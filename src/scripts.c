@@ -188,19 +188,23 @@ static const char extend_lua[] =
     "return 1\n";
 
 /* The watchdog's batch: KEYS are lock keys, ARGV holds (owner, token,
- * lease_ms) for each. Returns a 1 (renewed) or 0 (gone) per key. */
-static const char renew_lua[] =
-    "local out = {}\n"
-    "for i, key in ipairs(KEYS) do\n"
+ * lease_ms) for each. Returns a 1 (renewed) or 0 (gone) per key. OWNS is
+ * the layout's test that key i is still that owner's hold with that
+ * token. */
+#define RENEW_LOOP(OWNS)                                                       \
+    "local out = {}\n"                                                         \
+    "for i, key in ipairs(KEYS) do\n" OWNS                                     \
+    "    redis.call('PEXPIRE', key, ARGV[3 * i])\n"                            \
+    "    out[i] = 1\n"                                                         \
+    "  else\n"                                                                 \
+    "    out[i] = 0\n"                                                         \
+    "  end\n"                                                                  \
+    "end\n"                                                                    \
+    "return out\n"
+
+static const char renew_lua[] = RENEW_LOOP(
     "  local h = redis.call('HMGET', key, 'owner', 'token')\n"
-    "  if h[1] == ARGV[3 * i - 2] and h[2] == ARGV[3 * i - 1] then\n"
-    "    redis.call('PEXPIRE', key, ARGV[3 * i])\n"
-    "    out[i] = 1\n"
-    "  else\n"
-    "    out[i] = 0\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
+    "  if h[1] == ARGV[3 * i - 2] and h[2] == ARGV[3 * i - 1] then\n");
 
 /* ARGV: owner, channel, nonce. An acquisition is given up: the owner's
  * place in the queue goes if that acquisition made it (its qinfo names the
@@ -260,6 +264,65 @@ static const char retoken_lua[] =
     "if f < tonumber(ARGV[3]) then redis.call('SET', KEYS[2], ARGV[3]) end\n"
     "return 1\n";
 
+/*
+ * The token layout (RLOCK_LAYOUT_TOKEN), shared with other libraries: the
+ * lock is the string key KEYS[1] (the name itself), set with SET NX PX to
+ * "<owner>:<token>", released by compare-and-delete and extended by
+ * compare-and-pexpire, as redis-py, node-redlock and redsync do. KEYS[2]
+ * is a fencing counter only rlock uses. ARGV[1] is the owner, ARGV[2] the
+ * token (or the lease, for acquire).
+ */
+static const char tk_acquire_lua[] =
+    PRELUDE
+    "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "end\n"
+    "local token = next_token()\n"
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'NX', 'PX', "
+    "ARGV[2])\n"
+    "return {1, token, 1}\n";
+
+static const char tk_release_lua[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then\n"
+    "  return -1\n"
+    "end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "return 0\n";
+
+/* ARGV: owner, token, lease_ms. */
+static const char tk_extend_lua[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "return 1\n";
+
+/* The watchdog's batch, as renew's: (owner, token, lease_ms) per key. */
+static const char tk_renew_lua[] = RENEW_LOOP(
+    "  if redis.call('GET', key) == ARGV[3 * i - 2] .. ':' .. ARGV[3 * i - 1]"
+    " then\n");
+
+/* ARGV: owner. An attempt whose reply was lost is undone: whatever hold
+ * this owner has there is that attempt's (the owner does not hold it
+ * otherwise). */
+static const char tk_cancel_lua[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "return 1\n";
+
+/* {value or '', pttl, last fencing token}. */
+static const char tk_status_lua[] =
+    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),"
+    " redis.call('GET', KEYS[2]) or '0'}\n";
+
+/* Deletes the lock whoever holds it; returns the value it had, or nil. */
+static const char tk_force_lua[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v then redis.call('DEL', KEYS[1]) end\n"
+    "return v\n";
+
 static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_ACQUIRE] = {"acquire", acquire_lua},
     [RLOCK__S_RELEASE] = {"release", release_lua},
@@ -269,6 +332,13 @@ static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_FORCE] = {"force", force_lua},
     [RLOCK__S_STATUS] = {"status", status_lua},
     [RLOCK__S_RETOKEN] = {"retoken", retoken_lua},
+    [RLOCK__S_TK_ACQUIRE] = {"token acquire", tk_acquire_lua},
+    [RLOCK__S_TK_RELEASE] = {"token release", tk_release_lua},
+    [RLOCK__S_TK_EXTEND] = {"token extend", tk_extend_lua},
+    [RLOCK__S_TK_RENEW] = {"token renew", tk_renew_lua},
+    [RLOCK__S_TK_CANCEL] = {"token cancel", tk_cancel_lua},
+    [RLOCK__S_TK_STATUS] = {"token status", tk_status_lua},
+    [RLOCK__S_TK_FORCE] = {"token force", tk_force_lua},
 };
 
 const rlock__script_src *rlock__script(enum rlock__script s)

@@ -107,12 +107,13 @@ static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until)
 }
 
 /*
- * Redlock: no queue, no notifications (a release on one node says nothing
- * about the others), so a waiter tries again after a random delay in
+ * Redlock and the token layout: no queue, no notifications (a release on
+ * one Redlock node says nothing about the others; the token layout's
+ * peers publish nothing), so a waiter tries again after a random delay in
  * [backoff_min_ms, backoff_max_ms], at most until its deadline. Only a
- * busy lock is waited for; a majority that cannot be reached is reported.
+ * busy lock is waited for; other failures are reported.
  */
-static int wait_redlock(rlock_mutex *m, int64_t deadline_ns, int forever)
+static int wait_retrying(rlock_mutex *m, int64_t deadline_ns, int forever)
 {
     rlock_client *c = m->c;
     rlock__waiter w;
@@ -166,8 +167,8 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     int rc, attempted = 0, waited_for_sub = 0, gave_up = 0, dropped = 0;
     int granted = 0; /* handed over by a release, not taken by an attempt */
 
-    if (c->nnodes)
-        return wait_redlock(m, deadline_ns, forever);
+    if (c->nnodes || m->opts.layout == RLOCK_LAYOUT_TOKEN)
+        return wait_retrying(m, deadline_ns, forever);
     nonce = rlock__new_nonce(c);
     t_first = rlock__now_ns();
     register_waiter(c, &w, m, nonce);

@@ -33,7 +33,8 @@ typedef struct {
     uint64_t serial;
     int64_t lease_ms;
     int replicas; /* sync_replicas of the hold's mutex */
-    int slot;     /* cluster slot of the key (clusters only) */
+    int group;    /* batches hold one group: the layout's script and,
+                     on a cluster, the key's slot */
     char *key;
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
@@ -105,8 +106,11 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
                                            arg_lens, outcome)
                          : RLOCK_ENOMEM;
         } else {
-            rc = rlock__eval_sync(c, RLOCK__S_RENEW, &r, n, keys, key_lens,
-                                  3 * n, args, arg_lens, replicas, &acks);
+            rc = rlock__eval_sync(c,
+                                  rn[0].group & (1 << 15) ? RLOCK__S_TK_RENEW
+                                                          : RLOCK__S_RENEW,
+                                  &r, n, keys, key_lens, 3 * n, args,
+                                  arg_lens, replicas, &acks);
             if (rc == RLOCK_OK &&
                 rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
                 rc = RLOCK_EPROTO;
@@ -159,16 +163,16 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     pthread_cond_broadcast(&c->callback_cv); /* extends wait for this */
 }
 
-static int by_slot(const void *a, const void *b)
+static int by_group(const void *a, const void *b)
 {
-    return ((const renewal *)a)->slot - ((const renewal *)b)->slot;
+    return ((const renewal *)a)->group - ((const renewal *)b)->group;
 }
 
 static void renew_due(rlock_client *c)
 {
     renewal *rn = NULL;
     rlock__hold *h;
-    int n = 0, cap = 0, off;
+    int n = 0, cap = 0, off, mixed = 0;
     int64_t now = rlock__now_ns();
 
     /* One walk collects every hold that is due or will be within half a
@@ -196,6 +200,8 @@ static void renew_due(rlock_client *c)
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
         rn[n].replicas = rlock__sync_replicas(h->m);
+        /* Above any slot number (16384 of them). */
+        rn[n].group = h->m->opts.layout == RLOCK_LAYOUT_TOKEN ? 1 << 15 : 0;
         rlock__owner(c, h->thread, rn[n].owner);
         snprintf(rn[n].token, sizeof rn[n].token, "%" PRIu64, h->token);
         snprintf(rn[n].lease, sizeof rn[n].lease, "%" PRId64, h->lease_ms);
@@ -205,15 +211,17 @@ static void renew_due(rlock_client *c)
     /* The bound computed before the first call stays right for the others:
      * renewals only move lease ends later. On a cluster a script's keys
      * must share a slot: one batch per slot. */
-    if (c->cluster && n > 1) {
-        for (off = 0; off < n; off++)
-            rn[off].slot = rlock__key_slot(rn[off].key, rn[off].key_len);
-        qsort(rn, (size_t)n, sizeof *rn, by_slot);
+    for (off = 0; off < n; off++) {
+        if (c->cluster)
+            rn[off].group |= rlock__key_slot(rn[off].key, rn[off].key_len);
+        mixed |= rn[off].group != rn[0].group;
     }
+    if (mixed)
+        qsort(rn, (size_t)n, sizeof *rn, by_group);
     for (off = 0; off < n;) {
         int len = 1;
         while (off + len < n && len < RENEW_BATCH &&
-               (!c->cluster || rn[off + len].slot == rn[off].slot))
+               rn[off + len].group == rn[off].group)
             len++;
         renew_batch(c, rn + off, len, now);
         off += len;

@@ -19,7 +19,7 @@
 # such file fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/deps.sh
+tools/deps.sh --tests
 
 jobs=$(nproc)
 t_start=$(date +%s)

@@ -308,10 +308,30 @@ typedef struct rlock_mutex_opts {
      * RLOCK_SYNC_OFF: none, whatever the client says. Must be
      * RLOCK_SYNC_OFF or 0 to 64. */
     int sync_replicas;
+
+    /* How the lock is kept in Redis (docs/interop.md):
+     * RLOCK_LAYOUT_NATIVE (default): rlock's own (docs/protocol.md): a
+     *   queue, hand-over by notification, fencing tokens.
+     * RLOCK_LAYOUT_TOKEN: the layout of redis-py's Lock, node-redlock,
+     *   redsync and "SET key token NX PX" code, for sharing a lock with
+     *   them: the key is the lock name itself (no key prefix), a string
+     *   "<owner>:<token>" set with SET NX PX, released by compare-and-
+     *   delete, extended by compare-and-pexpire. Those peers send no
+     *   notifications, so waiting is by retries after a random delay
+     *   (backoff_min_ms to backoff_max_ms) and there is no queue; re-entry
+     *   is counted by the client; fencing tokens come from the counter
+     *   "<name>:rlock-fence", which only rlock increments. Not with
+     *   redlock://. On a cluster, give the name a hash tag ("{order}:1")
+     *   so that the counter shares its slot. */
+    int layout;
 } rlock_mutex_opts;
 
 /* rlock_mutex_opts.sync_replicas: no WAIT for this mutex. */
 #define RLOCK_SYNC_OFF (-1)
+
+/* rlock_mutex_opts.layout. */
+#define RLOCK_LAYOUT_NATIVE 0
+#define RLOCK_LAYOUT_TOKEN 1
 
 /* Fills *o with the defaults above. o != NULL. */
 RLOCK_API void rlock_mutex_opts_init(rlock_mutex_opts *o);

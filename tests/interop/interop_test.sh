@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# rlock's token layout (--layout token) sharing locks with other
+# languages' clients on one real redis-server: redis-py's Lock (Debian's
+# python3-redis) and a PHP client written the way the seeds and countless
+# blog posts do it (SET NX PX, then a compare-and-delete script, with
+# php-redis). Each side does a deliberately non-atomic read-modify-write of
+# a counter file under the lock and logs "B id" / "E id" around it; the
+# count must come out exact and the log must never show two holders.
+#   interop_test.sh CASE      (RLOCK_BIN: the rlock tool)
+set -uo pipefail
+
+RLOCK=${RLOCK_BIN:?set RLOCK_BIN to the rlock tool}
+PYTHON=/usr/bin/python3 # Debian's, which has python3-redis
+dir=$(mktemp -d /tmp/rlock-interop-XXXXXX)
+redis_pid=
+
+cleanup() {
+    [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+start_redis() {
+    setpriv --pdeathsig KILL redis-server --port 0 \
+        --unixsocket "$dir/redis.sock" --unixsocketperm 700 --dir "$dir" \
+        --save "" --appendonly no >"$dir/redis.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 200); do
+        redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 || fail "redis-server did not start"
+    export RLOCK_URL="unix://$dir/redis.sock"
+}
+
+# The critical section every side runs: log, read, pause, write, log.
+cat > "$dir/section.sh" <<'SH'
+#!/bin/sh
+# section.sh DIR ID
+echo "B $2" >> "$1/log"
+read n < "$1/f"
+sleep 0.005
+echo $((n + 1)) > "$1/f"
+echo "E $2" >> "$1/log"
+SH
+chmod +x "$dir/section.sh"
+
+cat > "$dir/peer.py" <<'PY'
+import subprocess, sys
+import redis
+
+sock, d, ident, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+r = redis.Redis(unix_socket_path=sock)
+for _ in range(runs):
+    # redis-py's Lock: SET name token NX PX, released by compare-and-delete.
+    lock = r.lock("counter", timeout=10, blocking_timeout=60, sleep=0.005)
+    if not lock.acquire():
+        sys.exit("redis-py: lock not obtained")
+    try:
+        subprocess.run([d + "/section.sh", d, ident], check=True)
+    finally:
+        lock.release()
+PY
+
+cat > "$dir/peer.php" <<'PHP'
+<?php
+// The seeds' way: SET key token NX PX, then compare-and-delete in Lua.
+[$_, $sock, $d, $id, $runs] = $argv;
+$r = new Redis();
+$r->connect($sock);
+$release = "if redis.call('get', KEYS[1]) == ARGV[1] then " .
+           "return redis.call('del', KEYS[1]) else return 0 end";
+for ($i = 0; $i < (int)$runs; $i++) {
+    $token = bin2hex(random_bytes(16));
+    $deadline = microtime(true) + 60;
+    while (!$r->set('counter', $token, ['nx', 'px' => 10000])) {
+        if (microtime(true) > $deadline) { fwrite(STDERR, "php: no lock\n"); exit(1); }
+        usleep(random_int(2000, 10000));
+    }
+    system(escapeshellarg("$d/section.sh") . " " . escapeshellarg($d) . " $id", $rc);
+    if ($rc !== 0) exit(1);
+    if ($r->eval($release, ['counter', $token], 1) !== 1) { fwrite(STDERR, "php: lost\n"); exit(1); }
+}
+PHP
+
+rlock_worker() { # rlock_worker ID RUNS
+    local i
+    for i in $(seq "$2"); do
+        "$RLOCK" run --layout token counter -- "$dir/section.sh" "$dir" "$1" || exit 1
+    done
+}
+
+# Every B is followed by the E of the same holder.
+check_log() {
+    awk '
+        $1 == "B" { if (open != "") { print "overlap: " open " and " $2; bad = 1 } open = $2 }
+        $1 == "E" { if (open != $2) { print "end of " $2 " while " open " held"; bad = 1 } open = "" }
+        END { exit bad }' "$dir/log" || fail "two holders at once (log above)"
+}
+
+# run_mixed PEER: 3 rlock workers and 3 PEER workers, 8 sections each.
+run_mixed() {
+    local pids="" failed=0 p w runs=8
+    echo 0 > "$dir/f"
+    : > "$dir/log"
+    for w in 1 2 3; do
+        rlock_worker "rlock$w" $runs &
+        pids="$pids $!"
+        case $1 in
+        python) "$PYTHON" "$dir/peer.py" "$dir/redis.sock" "$dir" "py$w" $runs & ;;
+        php) php "$dir/peer.php" "$dir/redis.sock" "$dir" "php$w" $runs & ;;
+        esac
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || failed=1; done
+    [ $failed = 0 ] || fail "a worker failed"
+    [ "$(cat "$dir/f")" = $((6 * runs)) ] ||
+        fail "counter is $(cat "$dir/f"), want $((6 * runs))"
+    check_log
+    grep -q "^B py\|^B php" "$dir/log" || fail "the peer never held the lock"
+    grep -q "^B rlock" "$dir/log" || fail "rlock never held the lock"
+    [ "$(redis-cli -s "$dir/redis.sock" exists counter)" = 0 ] || fail "lock left behind"
+}
+
+case_python_redis_lock_and_rlock_exclude_each_other() {
+    "$PYTHON" -c 'import redis' || fail "python3-redis is not installed"
+    start_redis
+    run_mixed python
+    # rlock sees the peer's lock, and the peer rlock's.
+    "$PYTHON" - "$dir/redis.sock" <<'PY' &
+import sys, time, redis
+r = redis.Redis(unix_socket_path=sys.argv[1])
+with r.lock("held", timeout=5):
+    time.sleep(1.5)
+PY
+    local peer=$!
+    for _ in $(seq 100); do
+        [ "$(redis-cli -s "$dir/redis.sock" exists held)" = 1 ] && break
+        sleep 0.02
+    done
+    "$RLOCK" run -n --layout token held -- true 2>/dev/null
+    [ $? = 1 ] || fail "rlock took a lock redis-py holds"
+    "$RLOCK" status --layout token held | grep -q "held by" || fail "status does not show the peer"
+    wait "$peer"
+    "$RLOCK" run --layout token held -- "$PYTHON" -c '
+import sys, redis
+r = redis.Redis(unix_socket_path=sys.argv[1])
+sys.exit(0 if not r.lock("held", timeout=5).acquire(blocking=False) else 3)' "$dir/redis.sock" ||
+        fail "redis-py took a lock rlock holds"
+}
+
+case_php_set_nx_px_client_and_rlock_exclude_each_other() {
+    php -r 'exit(class_exists("Redis") ? 0 : 1);' || fail "php-redis is not installed"
+    start_redis
+    run_mixed php
+}
+
+"case_$1"
