@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checker/checker.h"
 #include "harness/test.h"
 
 static rlock_mutex *token_mutex(rlock_client *c, const char *name)
@@ -176,5 +177,34 @@ TEST(layout_option_is_checked)
     CHECK_RC(err, RLOCK_EINVAL);
     CHECK_INT(rt_cmd_int(s, "DBSIZE"), ==, 0);
     rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(token_layout_checker_finds_no_overlap)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_check_opts o;
+    rt_check_result r;
+    int bad;
+
+    rt_check_opts_init(&o);
+    o.url = rt_server_url(s);
+    o.name = "checked";
+    o.layout = RLOCK_LAYOUT_TOKEN;
+    o.workers = 4;
+    o.iterations = 40;
+    o.client.watchdog_lease_ms = 900;
+    o.client.backoff_min_ms = 1;
+    o.client.backoff_max_ms = 10;
+    o.deadline_ms = 60000;
+    bad = rt_check_run(&o, &r);
+    rt_check_print(stderr, &r);
+    CHECK_INT(bad, ==, 0);
+    CHECK_INT(r.holds, ==, 4 * 40);
+    CHECK_INT(r.overlaps, ==, 0);
+    CHECK_INT(r.counter, ==, 4 * 40);
+    /* The plain key is gone; only rlock's counter stays. */
+    CHECK_INT(rt_cmd_int(s, "EXISTS checked"), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS checked:rlock-fence"), ==, 1);
     rt_server_stop(s);
 }

@@ -216,6 +216,7 @@ static int worker_main(rt_check *chk, int id)
     }
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = o->lease_ms;
+    mo.layout = o->layout;
     mo.on_lost = on_lost;
     while (done < o->iterations && now_ns() < deadline) {
         hold_ctx x = {chk, w, -1};

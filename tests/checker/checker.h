@@ -44,6 +44,7 @@ typedef struct rt_check_opts {
     int iterations;       /* holds per worker; default 50 */
     int64_t hold_us;      /* time between read and write; default 200 */
     int64_t lease_ms;     /* mutex lease, 0 = watchdog (default) */
+    int layout;           /* mutex layout, RLOCK_LAYOUT_NATIVE (default) */
     int64_t wait_ms;      /* per acquisition, -1 = forever (default) */
     int64_t deadline_ms;  /* whole run, then workers stop; default 60000 */
     rlock_client_opts client; /* default: rlock_client_opts_init's */

@@ -4,7 +4,8 @@
  *
  *   rlock-check --redis URL [-n WORKERS] [-m HOLDS] [--hold-us US]
  *               [--lease MS] [--wait MS] [--deadline MS] [--name NAME]
- *               [--unsafe] [--no-fence] [--reverse-tokens]
+ *               [--layout native|token] [--unsafe] [--no-fence]
+ *               [--reverse-tokens]
  *
  * Prints the checker's one-line summary; exits 0 when the history has no
  * violation, 1 when it has, 64 on bad arguments.
@@ -19,7 +20,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: rlock-check --redis URL [-n WORKERS] [-m HOLDS] "
             "[--hold-us US] [--lease MS] [--wait MS] [--deadline MS] "
-            "[--name NAME] [--unsafe] [--no-fence] [--reverse-tokens]\n");
+            "[--name NAME] [--layout native|token] [--unsafe] [--no-fence] "
+            "[--reverse-tokens]\n");
     return 64;
 }
 
@@ -68,6 +70,10 @@ int main(int argc, char **argv)
             o.url = v;
         else if (strcmp(a, "--name") == 0)
             o.name = v;
+        else if (strcmp(a, "--layout") == 0 && strcmp(v, "native") == 0)
+            o.layout = RLOCK_LAYOUT_NATIVE;
+        else if (strcmp(a, "--layout") == 0 && strcmp(v, "token") == 0)
+            o.layout = RLOCK_LAYOUT_TOKEN;
         else if (strcmp(a, "-n") == 0 && number(v, 1, 64, &n) == 0)
             o.workers = (int)n;
         else if (strcmp(a, "-m") == 0 && number(v, 1, 1000000, &n) == 0)

@@ -277,6 +277,10 @@ case_checker_program_passes_and_fails() {
     "$check" --redis "$RLOCK_URL" -n 4 -m 50 --hold-us 500 --unsafe > "$dir/out" 2>/dev/null
     expect_code 1 $? "rlock-check --unsafe"
     grep -q -- '-> VIOLATION$' "$dir/out" || fail "summary: $(cat "$dir/out")"
+    "$check" --redis "$RLOCK_URL" -n 3 -m 20 --layout token > "$dir/out"
+    expect_code 0 $? "rlock-check --layout token"
+    grep -Eq '^checker: holds 60 \(clean 60, .* -> OK$' "$dir/out" || fail "summary: $(cat "$dir/out")"
+    "$check" --redis "$RLOCK_URL" --layout redisson 2>/dev/null; expect_code 64 $? "--layout redisson"
     "$check" --redis "$RLOCK_URL" -n 0 2>/dev/null; expect_code 64 $? "-n 0"
     env -u RLOCK_URL "$check" -n 2 2>/dev/null; expect_code 64 $? "no URL"
 }
