@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include "checker/checker.h"
 #include "harness/proxy.h"
 #include "harness/test.h"
 
@@ -23,17 +22,6 @@ static rt_check_result expect_violation(const rt_check_opts *o)
 }
 
 /* Runs the checker and fails the test on any violation. */
-static rt_check_result run_checker(rt_check_opts *o)
-{
-    rt_check_result r;
-    int rc = rt_check_run(o, &r);
-
-    rt_check_print(stdout, &r);
-    if (rc != 0)
-        rt_fail(__FILE__, __LINE__, "the checker found a violation");
-    return r;
-}
-
 /* Four workers, 40 holds each, a 900 ms lease renewed every 300 ms. */
 static void checker_opts(rt_check_opts *o, rt_server *s, const char *name)
 {
@@ -51,14 +39,15 @@ static rt_check_result run_fault(rt_check_opts *o,
 {
     o->during = during;
     o->arg = arg;
-    return run_checker(o);
+    return rt_checker_passes(o);
 }
 
 /* No key of the lock is left but the fencing counter. */
 static void check_no_trace(rt_server *s, const char *name)
 {
-    RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:%s} {rlock:%s}:queue "
-                                "{rlock:%s}:qttl {rlock:%s}:qinfo",
+    RT_WAIT_UNTIL(rt_cmd_int(s,
+                             "EXISTS {rlock:%s} {rlock:%s}:queue "
+                             "{rlock:%s}:qttl {rlock:%s}:qinfo",
                              name, name, name, name) == 0,
                   5000);
 }
@@ -72,7 +61,7 @@ TEST(checker_finds_no_violation_in_a_normal_run)
     checker_opts(&o, s, "normal");
     o.workers = 6;
     o.iterations = 80;
-    r = run_checker(&o);
+    r = rt_checker_passes(&o);
     CHECK_INT(r.holds, ==, 6 * 80);
     CHECK_INT(r.clean, ==, 6 * 80);
     CHECK_INT(r.counter, ==, 6 * 80);

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checker/checker.h"
 #include "harness/test.h"
 
 static rt_server *servers[3]; /* the master first, then two replicas */
@@ -104,6 +103,24 @@ static void stop_deployment(void)
     }
 }
 
+/* This thread takes m ("later"), another thread of the same client waits
+ * for it,
+ * and the release wakes the waiter by a message from master (not by its
+ * own timer: a place is refreshed every 1.7 s, a lease lasts 30 s). */
+static void hand_over(rlock_mutex *m, rt_server *master)
+{
+    rt_locker l;
+    int64_t t0;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_locker_start(&l, m, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(master, "LLEN {rlock:later}:queue") == 1, 10000);
+    t0 = rt_now_ms();
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK_INT(rt_now_ms() - t0, <, 1000);
+}
+
 TEST(sentinel_clients_find_the_master_and_follow_a_failover)
 {
     rlock_client *c;
@@ -131,6 +148,9 @@ TEST(sentinel_clients_find_the_master_and_follow_a_failover)
     RT_WAIT_UNTIL(rt_cmd_int(servers[1], "EXISTS {rlock:gone}") == 1 &&
                       rt_cmd_int(servers[2], "EXISTS {rlock:gone}") == 1,
                   5000);
+    /* A hand-over now, so that the client is subscribed on the old
+     * master when it fails over. */
+    hand_over(later, servers[0]);
     freeReplyObject(rt_cmd(sentinels[0], "SENTINEL FAILOVER mymaster"));
     m2 = wait_new_master(rt_server_port(servers[0]));
     /* Until Sentinel turns the old master into a replica (which closes
@@ -149,6 +169,9 @@ TEST(sentinel_clients_find_the_master_and_follow_a_failover)
     RT_WAIT_UNTIL(rlock_mutex_trylock(later) == RLOCK_OK, 10000);
     CHECK_INT(rt_cmd_int(m2, "EXISTS {rlock:later}"), ==, 1);
     CHECK_RC(rlock_mutex_unlock(later), RLOCK_OK);
+    /* Waiters are woken by the new master's messages: the client
+     * subscribed again there. */
+    hand_over(later, m2);
     CHECK_RC(rlock_mutex_unlock(kept), RLOCK_OK);
     CHECK_INT(rt_cmd_int(m2, "EXISTS {rlock:kept}"), ==, 0);
     rlock_mutex_free(kept);
@@ -172,8 +195,6 @@ static void kill_the_master(rt_check *chk, void *arg)
 TEST(sentinel_failover_after_a_killed_master_breaks_no_exclusion)
 {
     rt_check_opts o;
-    rt_check_result r;
-    int bad;
 
     rt_check_opts_init(&o);
     o.url = start_deployment();
@@ -188,11 +209,7 @@ TEST(sentinel_failover_after_a_killed_master_breaks_no_exclusion)
     o.client.connect_timeout_ms = 500;
     o.deadline_ms = 90000;
     o.during = kill_the_master;
-    bad = rt_check_run(&o, &r);
-    rt_check_print(stderr, &r);
-    CHECK_INT(bad, ==, 0);
-    CHECK_INT(r.holds, ==, 4 * 40);
-    CHECK_INT(r.overlaps, ==, 0);
+    rt_checker_completes(&o);
     stop_deployment();
 }
 

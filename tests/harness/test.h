@@ -16,6 +16,7 @@
 
 #include <rlock/rlock.h>
 
+#include "../checker/checker.h"
 #include "server.h"
 
 #define TEST(name)                                                             \
@@ -70,8 +71,8 @@ typedef struct rt_locker {
     rlock_mutex *m;
     int unlock_after;
     int rc;
-    uint64_t token;       /* the hold's token, 0 if none */
-    atomic_int done;      /* the lock call returned (read while it runs) */
+    uint64_t token;  /* the hold's token, 0 if none */
+    atomic_int done; /* the lock call returned (read while it runs) */
     pthread_t thread;
 } rt_locker;
 
@@ -82,6 +83,13 @@ int rt_locker_join(rt_locker *l);
  * before the hold); arg is ignored. */
 extern atomic_int rt_lost_calls;
 void rt_count_lost(rlock_mutex *m, void *arg);
+
+/* Runs the checker (checker/checker.h) and prints its summary; fails the
+ * test if it found a violation. Returns the figures. */
+rt_check_result rt_checker_passes(const rt_check_opts *o);
+/* As rt_checker_passes, and every worker made all its holds, the counter
+ * is exact and no holds overlapped: a run no fault was meant to disturb. */
+rt_check_result rt_checker_completes(const rt_check_opts *o);
 
 /* Checks that rlock_client_open refuses each of n URLs with RLOCK_EINVAL
  * (and opens nothing). */

@@ -140,3 +140,24 @@ void rt_check_urls_refused(const char *const *urls, size_t n)
                     rlock_client_errmsg(NULL));
     }
 }
+
+rt_check_result rt_checker_passes(const rt_check_opts *o)
+{
+    rt_check_result r;
+    int rc = rt_check_run(o, &r);
+
+    rt_check_print(stderr, &r);
+    if (rc != 0)
+        rt_fail(__FILE__, __LINE__, "the checker found a violation");
+    return r;
+}
+
+rt_check_result rt_checker_completes(const rt_check_opts *o)
+{
+    rt_check_result r = rt_checker_passes(o);
+
+    CHECK_INT(r.holds, ==, (long)o->workers * o->iterations);
+    CHECK_INT(r.counter, ==, r.holds);
+    CHECK_INT(r.overlaps, ==, 0);
+    return r;
+}
