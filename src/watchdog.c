@@ -28,6 +28,8 @@
 
 /* Most holds renewed by one script call. */
 #define RENEW_BATCH 1000
+/* The renewal group of token-layout holds: above any cluster slot. */
+#define GROUP_TOKEN (1 << 15)
 
 typedef struct {
     uint64_t serial;
@@ -102,17 +104,15 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
         }
         if (c->nnodes) {
             outcome = malloc(sizeof *outcome * (size_t)n);
-            rc = outcome ? rlock__rl_renew(c, n, keys, key_lens, args,
-                                           arg_lens, outcome)
+            rc = outcome ? rlock__rl_renew(c, n, keys, key_lens, args, arg_lens,
+                                           outcome)
                          : RLOCK_ENOMEM;
         } else {
-            rc = rlock__eval_sync(c,
-                                  rn[0].group & (1 << 15) ? RLOCK__S_TK_RENEW
-                                                          : RLOCK__S_RENEW,
-                                  &r, n, keys, key_lens, 3 * n, args,
-                                  arg_lens, replicas, &acks);
-            if (rc == RLOCK_OK &&
-                rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
+            rc = rlock__eval_sync(
+                c,
+                rn[0].group & GROUP_TOKEN ? RLOCK__S_TK_RENEW : RLOCK__S_RENEW,
+                &r, n, keys, key_lens, 3 * n, args, arg_lens, replicas, &acks);
+            if (rc == RLOCK_OK && rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
                 rc = RLOCK_EPROTO;
         }
     }
@@ -200,8 +200,7 @@ static void renew_due(rlock_client *c)
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
         rn[n].replicas = rlock__sync_replicas(h->m);
-        /* Above any slot number (16384 of them). */
-        rn[n].group = h->m->opts.layout == RLOCK_LAYOUT_TOKEN ? 1 << 15 : 0;
+        rn[n].group = h->m->opts.layout == RLOCK_LAYOUT_TOKEN ? GROUP_TOKEN : 0;
         rlock__owner(c, h->thread, rn[n].owner);
         snprintf(rn[n].token, sizeof rn[n].token, "%" PRIu64, h->token);
         snprintf(rn[n].lease, sizeof rn[n].lease, "%" PRId64, h->lease_ms);
@@ -300,8 +299,7 @@ static void mark_expired(rlock_client *c)
     int64_t now = rlock__now_ns();
 
     for (h = c->holds; h; h = h->next)
-        if (!h->lost && !h->releasing && !h->renewing &&
-            h->valid_until <= now)
+        if (!h->lost && !h->releasing && !h->renewing && h->valid_until <= now)
             mark_lost(h);
 }
 
