@@ -22,8 +22,8 @@ int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
     rlock__client_after_fork_check(m->c);
     if (m->c->nnodes)
         return rlock__rl_status(m, st);
-    if (m->opts.layout == RLOCK_LAYOUT_TOKEN)
-        return rlock__tk_status(m, st);
+    if (m->opts.layout != RLOCK_LAYOUT_NATIVE)
+        return rlock__lay_status(m, st);
     rc = rlock__eval(m->c, RLOCK__S_STATUS, &r, RLOCK__K_COUNT,
                      (const char **)m->keys, m->key_lens, 0, NULL, NULL);
     if (rc != RLOCK_OK)
@@ -51,8 +51,8 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
         removed = &dummy;
     if (m->c->nnodes)
         return rlock__rl_force(m, removed);
-    if (m->opts.layout == RLOCK_LAYOUT_TOKEN)
-        return rlock__tk_force(m, removed);
+    if (m->opts.layout != RLOCK_LAYOUT_NATIVE)
+        return rlock__lay_force(m, removed);
     args[0] = m->channel;
     lens[0] = m->channel_len;
     rc = rlock__eval(m->c, RLOCK__S_FORCE, &r, RLOCK__K_COUNT,

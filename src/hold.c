@@ -50,6 +50,7 @@ rlock__hold *rlock__hold_find(rlock_client *c, const rlock_mutex *m,
         return NULL;
     for (h = c->hold_keys[key_slot(c, m, thread)]; h; h = h->key_next)
         if (h->thread == thread && h->m->name_len == m->name_len &&
+            h->m->opts.layout == m->opts.layout &&
             memcmp(h->m->name, m->name, m->name_len) == 0)
             return h;
     return NULL;

@@ -66,8 +66,12 @@ void rlock__url_describe(const rlock__url *u, char *buf, size_t len);
 
 /* 128 random bits as 32 hex digits, plus NUL. */
 #define RLOCK__ID_LEN 32
-/* Owner string: "<client id>:<thread number>". */
-#define RLOCK__OWNER_MAX (RLOCK__ID_LEN + 1 + 20 + 1)
+/* The same bits as a UUID (8-4-4-4-12 hex digits), as Redisson names its
+ * clients. */
+#define RLOCK__UUID_LEN 36
+/* Owner string: "<client id>:<thread number>", the id as a UUID in the
+ * Redisson layout. */
+#define RLOCK__OWNER_MAX (RLOCK__UUID_LEN + 1 + 20 + 1)
 
 int rlock__new_id(char out[RLOCK__ID_LEN + 1]);
 /* A number for the calling thread, unique in the process, never 0. */
@@ -97,6 +101,13 @@ enum rlock__script {
     RLOCK__S_TK_CANCEL,
     RLOCK__S_TK_STATUS,
     RLOCK__S_TK_FORCE,
+    RLOCK__S_RS_ACQUIRE, /* the Redisson layout (layout.c), in the order */
+    RLOCK__S_RS_RELEASE, /* of the token layout's scripts */
+    RLOCK__S_RS_EXTEND,
+    RLOCK__S_RS_RENEW,
+    RLOCK__S_RS_CANCEL,
+    RLOCK__S_RS_STATUS,
+    RLOCK__S_RS_FORCE,
     RLOCK__S_COUNT
 };
 
@@ -291,6 +302,11 @@ void rlock__sub_shutdown(rlock_client *c);
 /* Subscribes to m's channel (mu held); returns 1 if it is active. */
 int rlock__sub_want(rlock_client *c, rlock_mutex *m);
 void rlock__sub_release(rlock_client *c, rlock_mutex *m);
+/* Redisson layout: wakes the longest-waiting thread of this client that
+ * waits for m's lock and is not woken already (mu held). A waiter that
+ * leaves without the lock calls it, so that a release message it may have
+ * taken is not lost to the others. */
+void rlock__wake_one(rlock_client *c, const rlock_mutex *m);
 
 /* ---- Redlock over several masters (redlock.c, redlock_lock.c) ---------- */
 
@@ -398,12 +414,21 @@ int rlock__eval_ex(rlock_client *c, enum rlock__script s, redisReply **out,
                    int nargs, const char **args, const size_t *arg_lens,
                    int replicas, long long *acks, int asking);
 
-/* ---- the token layout (layout.c) ---------------------------------------- */
+/* ---- the peers' layouts: token and Redisson (layout.c) ----------------- */
 
-int rlock__tk_acquire(rlock_mutex *m, int64_t *hint_ms);
+/* m's script for what the token layout's script tk does: tk itself, or
+ * the Redisson layout's script of the same place. */
+enum rlock__script rlock__lay_script(const rlock_mutex *m,
+                                     enum rlock__script tk);
+/* Acquires m for the calling thread once, without waiting. had_count > 0:
+ * a Redisson-layout re-entry of the hold (had_count, had_token) the
+ * thread has; the token layout's re-entries never come here. */
+int rlock__lay_acquire(rlock_mutex *m, int64_t *hint_ms, int64_t had_count,
+                       uint64_t had_token);
+/* The token layout's release of a hold whose client-side count is 1. */
 int rlock__tk_release(rlock_mutex *m, uint64_t thread, uint64_t token);
-int rlock__tk_status(rlock_mutex *m, rlock_status *st);
-int rlock__tk_force(rlock_mutex *m, rlock_status *removed);
+int rlock__lay_status(rlock_mutex *m, rlock_status *st);
+int rlock__lay_force(rlock_mutex *m, rlock_status *removed);
 
 /* ---- the handles -------------------------------------------------------- */
 
@@ -515,6 +540,10 @@ void rlock__client_after_fork_check(rlock_client *c);
 /* "<client id>:<thread>" into buf; returns its length. */
 size_t rlock__owner(const rlock_client *c, uint64_t thread,
                     char buf[RLOCK__OWNER_MAX]);
+/* The owner as m's layout writes it: rlock__owner's, or in the Redisson
+ * layout "<client id as a UUID>:<thread>", Redisson's own field shape. */
+size_t rlock__owner_of(const rlock_mutex *m, uint64_t thread,
+                       char buf[RLOCK__OWNER_MAX]);
 
 /* The acquire script's arguments (see scripts.c), with their buffers. */
 typedef struct rlock__acquire_argv {

@@ -58,6 +58,34 @@ static char *plain_key(const char *name, size_t len, const char *suffix,
     return k;
 }
 
+/* Redisson's names for a lock's other keys and channel: prefix ":" name
+ * when the name has a '{' already, else prefix ":{" name "}", so that they
+ * share the lock's cluster slot (RedissonObject.prefixName). */
+static char *redisson_key(const char *prefix, const char *name, size_t len,
+                          size_t *out_len)
+{
+    size_t plen = strlen(prefix);
+    int tag = memchr(name, '{', len) == NULL;
+    size_t n = plen + 1 + (size_t)tag + len + (size_t)tag;
+    char *k = malloc(n + 1), *p;
+
+    if (!k)
+        return NULL;
+    p = k;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (tag)
+        *p++ = '{';
+    memcpy(p, name, len);
+    p += len;
+    if (tag)
+        *p++ = '}';
+    *p = '\0';
+    *out_len = n;
+    return k;
+}
+
 static void free_mutex(rlock_mutex *m)
 {
     int i;
@@ -75,7 +103,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
 {
     static const char *suffix[RLOCK__K_COUNT] = {"", ":fence", ":queue",
                                                  ":qttl", ":qinfo"};
-    /* The token layout's lock is the name itself; only the counter is
+    /* The peers' layouts' lock is the name itself; only the counter is
      * used besides (the other keys are never written). */
     static const char *token_suffix[RLOCK__K_COUNT] = {
         "", ":rlock-fence", ":rlock-queue", ":rlock-qttl", ":rlock-qinfo"};
@@ -114,16 +142,17 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
         return NULL;
     }
     if (opts && opts->layout != RLOCK_LAYOUT_NATIVE &&
-        opts->layout != RLOCK_LAYOUT_TOKEN) {
+        opts->layout != RLOCK_LAYOUT_TOKEN &&
+        opts->layout != RLOCK_LAYOUT_REDISSON) {
         *err = rlock__fail(c, RLOCK_EINVAL,
-                           "layout must be RLOCK_LAYOUT_NATIVE or "
-                           "RLOCK_LAYOUT_TOKEN");
+                           "layout must be RLOCK_LAYOUT_NATIVE, "
+                           "RLOCK_LAYOUT_TOKEN or RLOCK_LAYOUT_REDISSON");
         return NULL;
     }
-    if (opts && opts->layout == RLOCK_LAYOUT_TOKEN && c->nnodes) {
-        *err = rlock__fail(c, RLOCK_EINVAL,
-                           "the token layout is not available on "
-                           "redlock://");
+    if (opts && opts->layout != RLOCK_LAYOUT_NATIVE && c->nnodes) {
+        *err = rlock__fail(
+            c, RLOCK_EINVAL, "the %s layout is not available on redlock://",
+            opts->layout == RLOCK_LAYOUT_TOKEN ? "token" : "Redisson");
         return NULL;
     }
     m = calloc(1, sizeof *m);
@@ -144,13 +173,22 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
     m->name_len = name_len;
     if (m->name)
         memcpy(m->name, name, name_len);
-    for (i = 0; i < RLOCK__K_COUNT; i++)
-        m->keys[i] = m->opts.layout == RLOCK_LAYOUT_TOKEN
-                         ? plain_key(name, name_len, token_suffix[i],
-                                     &m->key_lens[i])
-                         : make_key(c, name, name_len, suffix[i],
-                                    &m->key_lens[i]);
-    m->channel = make_key(c, name, name_len, ":wake", &m->channel_len);
+    for (i = 0; i < RLOCK__K_COUNT; i++) {
+        if (m->opts.layout == RLOCK_LAYOUT_NATIVE)
+            m->keys[i] =
+                make_key(c, name, name_len, suffix[i], &m->key_lens[i]);
+        else if (m->opts.layout == RLOCK_LAYOUT_REDISSON && i == RLOCK__K_FENCE)
+            m->keys[i] = redisson_key("redisson_lock_token", name, name_len,
+                                      &m->key_lens[i]);
+        else
+            m->keys[i] =
+                plain_key(name, name_len, token_suffix[i], &m->key_lens[i]);
+    }
+    if (m->opts.layout == RLOCK_LAYOUT_REDISSON)
+        m->channel = redisson_key("redisson_lock__channel", name, name_len,
+                                  &m->channel_len);
+    else
+        m->channel = make_key(c, name, name_len, ":wake", &m->channel_len);
     for (i = 0; i < RLOCK__K_COUNT; i++)
         if (!m->keys[i])
             break;
@@ -197,6 +235,11 @@ rlock_client *rlock_mutex_client(rlock_mutex *m)
 static int token_layout(const rlock_mutex *m)
 {
     return m->opts.layout == RLOCK_LAYOUT_TOKEN;
+}
+
+static int redisson_layout(const rlock_mutex *m)
+{
+    return m->opts.layout == RLOCK_LAYOUT_REDISSON;
 }
 
 static int64_t hold_lease_ms(const rlock_mutex *m)
@@ -332,8 +375,11 @@ int rlock__try_acquire(rlock_mutex *m, char mode, uint64_t *nonce_io,
     pthread_mutex_unlock(&c->mu);
     if (c->nnodes)
         return rlock__rl_acquire(m, hint_ms);
-    if (token_layout(m))
-        return rlock__tk_acquire(m, hint_ms);
+    /* The peers' layouts have no queue: mode 'w' is a plain attempt. A
+     * Redisson-layout re-entry is counted in the hash, where Redisson
+     * looks for it. */
+    if (m->opts.layout != RLOCK_LAYOUT_NATIVE)
+        return rlock__lay_acquire(m, hint_ms, had_count, had_token);
 
     rlock__acquire_args(m, thread, mode, nonce, had_count, had_token, &aa);
 
@@ -522,7 +568,11 @@ int rlock_mutex_unlock(rlock_mutex *m)
     if (c->nnodes || token_layout(m))
         return release_counted(m, thread, token, count);
 
-    lens[0] = rlock__owner(c, thread, owner);
+    /* rlock's own layout and the Redisson layout keep the count in Redis:
+     * every level is a round trip, with the same arguments (the Redisson
+     * layout's script has no use for the token, and takes only the lock's
+     * key: the others could be in other cluster slots). */
+    lens[0] = rlock__owner_of(m, thread, owner);
     args[0] = owner;
     lens[1] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, token);
     args[1] = token_s;
@@ -530,8 +580,10 @@ int rlock_mutex_unlock(rlock_mutex *m)
     lens[2] = m->channel_len;
     lens[3] = (size_t)snprintf(count_s, sizeof count_s, "%" PRId64, count);
     args[3] = count_s;
-    rc = rlock__eval(c, RLOCK__S_RELEASE, &r, RLOCK__K_COUNT,
-                     (const char **)m->keys, m->key_lens, 4, args, lens);
+    rc = rlock__eval(
+        c, redisson_layout(m) ? RLOCK__S_RS_RELEASE : RLOCK__S_RELEASE, &r,
+        redisson_layout(m) ? 1 : RLOCK__K_COUNT, (const char **)m->keys,
+        m->key_lens, 4, args, lens);
     if (rc == RLOCK_OK && rlock__parse_release(r, &n) != RLOCK_OK)
         rc = bad_reply(c, "release");
     if (r)
@@ -590,7 +642,7 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     if ((rc = own_hold(m, thread, &token, &count, NULL, 1)) != RLOCK_OK)
         return rc;
 
-    lens[0] = rlock__owner(c, thread, owner);
+    lens[0] = rlock__owner_of(m, thread, owner);
     args[0] = owner;
     lens[1] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, token);
     args[1] = token_s;
@@ -611,8 +663,9 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
                              "new lease's validity had ended");
     } else {
         rc = rlock__eval_sync(c,
-                              token_layout(m) ? RLOCK__S_TK_EXTEND
-                                              : RLOCK__S_EXTEND,
+                              m->opts.layout == RLOCK_LAYOUT_NATIVE
+                                  ? RLOCK__S_EXTEND
+                                  : rlock__lay_script(m, RLOCK__S_TK_EXTEND),
                               &r, 1, (const char **)m->keys, m->key_lens, 3,
                               args, lens, replicas, &acks);
     }

@@ -125,3 +125,19 @@ size_t rlock__owner(const rlock_client *c, uint64_t thread,
                      (unsigned long long)thread);
     return (size_t)n;
 }
+
+size_t rlock__owner_of(const rlock_mutex *m, uint64_t thread,
+                       char buf[RLOCK__OWNER_MAX])
+{
+    const char *id = m->c->id;
+    int n;
+
+    if (m->opts.layout != RLOCK_LAYOUT_REDISSON)
+        return rlock__owner(m->c, thread, buf);
+    /* Redisson's field is "<UUID of the client>:<Java thread id>"; the
+     * client's 128 random bits, grouped as a UUID, keep every property of
+     * the id (unguessable, unique per client and per fork). */
+    n = snprintf(buf, RLOCK__OWNER_MAX, "%.8s-%.4s-%.4s-%.4s-%.12s:%llu", id,
+                 id + 8, id + 12, id + 16, id + 20, (unsigned long long)thread);
+    return (size_t)n;
+}

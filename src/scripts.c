@@ -323,6 +323,93 @@ static const char tk_force_lua[] =
     "if v then redis.call('DEL', KEYS[1]) end\n"
     "return v\n";
 
+/*
+ * The Redisson layout (RLOCK_LAYOUT_REDISSON), shared with Redisson's
+ * RLock: KEYS[1] is the lock, a hash (the name itself) whose one field,
+ * the owner "<client UUID>:<thread>", holds the hold count; KEYS[2] is
+ * RFencedLock's token counter. The final release deletes the hash and
+ * publishes "0" on the channel Redisson's waiters listen on. The owner is
+ * the whole proof of ownership, as in Redisson: Redis keeps no token with
+ * the hold. Counts are set, not added, like rlock's own (only the owner
+ * changes its field), so a request retried after a lost reply does not
+ * count twice; Redisson's own scripts add to the same field.
+ *
+ * Redisson subscribes with SUBSCRIBE, or on a Redis 7 cluster in its
+ * sharded mode with SSUBSCRIBE; a release publishes both ways, so its
+ * waiters hear it either way (SPUBLISH under pcall: Redis 6 has none). The
+ * channel has the lock's hash tag, so both stay in the script's slot.
+ *
+ * Acquire. ARGV: owner, lease_ms, the count held (0: a fresh acquisition),
+ * the token held. A fresh acquisition that finds its own field there
+ * takes it afresh: an attempt of this owner whose reply was lost made it.
+ * Returns as the acquire script.
+ */
+#define RS_PUBLISH(channel)                                                    \
+    "redis.call('PUBLISH', " channel ", '0')\n"                                \
+    "redis.pcall('SPUBLISH', " channel ", '0')\n"
+
+static const char rs_acquire_lua[] =
+    PRELUDE
+    "local owner, held = ARGV[1], tonumber(ARGV[3])\n"
+    "local mine = redis.call('HEXISTS', KEYS[1], owner) == 1\n"
+    "if held > 0 then\n"
+    "  if not mine then return {-1} end\n"
+    "  redis.call('HSET', KEYS[1], owner, held + 1)\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return {1, ARGV[4], held + 1}\n"
+    "end\n"
+    "if not mine and redis.call('EXISTS', KEYS[1]) == 1 then\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "end\n"
+    "local token = next_token()\n"
+    "redis.call('HSET', KEYS[1], owner, 1)\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return {1, token, 1}\n";
+
+/* ARGV: owner, token (unused), channel, count held. As the release
+ * script: the count left, or -1 if the owner's field is not there. */
+static const char rs_release_lua[] =
+    "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end\n"
+    "local n = tonumber(ARGV[4]) - 1\n"
+    "if n > 0 then\n"
+    "  redis.call('HSET', KEYS[1], ARGV[1], n)\n"
+    "  return n\n"
+    "end\n"
+    "redis.call('DEL', KEYS[1])\n" RS_PUBLISH("ARGV[3]") "return 0\n";
+
+/* ARGV: owner, token (unused), lease_ms. */
+static const char rs_extend_lua[] =
+    "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "return 1\n";
+
+/* The watchdog's batch, as renew's: (owner, token, lease_ms) per key. */
+static const char rs_renew_lua[] = RENEW_LOOP(
+    "  if redis.call('HEXISTS', key, ARGV[3 * i - 2]) == 1 then\n");
+
+/* ARGV: owner, channel. An attempt whose reply was lost is undone: the
+ * owner's field there is that attempt's; its waiters are told. */
+static const char rs_cancel_lua[] =
+    "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  " RS_PUBLISH("ARGV[2]") "end\n"
+    "return 1\n";
+
+/* As the status script's snapshot: {field or '', count, '0', pttl, last
+ * fencing token, 0}; no token is kept with the hold, and nobody queues. */
+static const char rs_status_lua[] =
+    "local h = redis.call('HGETALL', KEYS[1])\n"
+    "return {h[1] or '', h[2] or '0', '0', redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[2]) or '0', 0}\n";
+
+/* ARGV: channel. Deletes the lock whoever holds it and wakes its waiters,
+ * as Redisson's forceUnlock does; returns {field, count, '0'} or nil. */
+static const char rs_force_lua[] =
+    "local h = redis.call('HGETALL', KEYS[1])\n"
+    "if not h[1] then return false end\n"
+    "redis.call('DEL', KEYS[1])\n" RS_PUBLISH("ARGV[1]")
+    "return {h[1], h[2], '0'}\n";
+
 static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_ACQUIRE] = {"acquire", acquire_lua},
     [RLOCK__S_RELEASE] = {"release", release_lua},
@@ -339,6 +426,13 @@ static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_TK_CANCEL] = {"token cancel", tk_cancel_lua},
     [RLOCK__S_TK_STATUS] = {"token status", tk_status_lua},
     [RLOCK__S_TK_FORCE] = {"token force", tk_force_lua},
+    [RLOCK__S_RS_ACQUIRE] = {"redisson acquire", rs_acquire_lua},
+    [RLOCK__S_RS_RELEASE] = {"redisson release", rs_release_lua},
+    [RLOCK__S_RS_EXTEND] = {"redisson extend", rs_extend_lua},
+    [RLOCK__S_RS_RENEW] = {"redisson renew", rs_renew_lua},
+    [RLOCK__S_RS_CANCEL] = {"redisson cancel", rs_cancel_lua},
+    [RLOCK__S_RS_STATUS] = {"redisson status", rs_status_lua},
+    [RLOCK__S_RS_FORCE] = {"redisson force", rs_force_lua},
 };
 
 const rlock__script_src *rlock__script(enum rlock__script s)

@@ -17,6 +17,14 @@
  * When the connection breaks, every waiter is woken at once: it retries,
  * and waits with jittered backoff until the connection and its
  * subscriptions are back, so a message lost in the outage costs one retry.
+ *
+ * The Redisson layout listens where Redisson's waiters listen: one channel
+ * per lock, "redisson_lock__channel:{name}", shared by every client, with
+ * "0" published at each final release (and "1", which wakes everyone, by
+ * Redisson's read-write lock). As Redisson does, a message wakes one
+ * waiting thread per client: there is no queue, so the woken thread
+ * retries, and a thread that leaves without the lock wakes the next one
+ * (rlock__wake_one) so that the message is not lost with it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +43,17 @@ static rlock__sub *sub_find(rlock_client *c, const char *ch, size_t len)
     return NULL;
 }
 
+static int redisson(const rlock_mutex *m)
+{
+    return m->opts.layout == RLOCK_LAYOUT_REDISSON;
+}
+
 /* Is ch this client's channel for m's lock? */
 static int channel_of(const rlock_client *c, const rlock_mutex *m,
                       const char *ch, size_t len)
 {
+    if (redisson(m))
+        return len == m->channel_len && memcmp(ch, m->channel, len) == 0;
     return len == m->channel_len + 1 + RLOCK__ID_LEN &&
            memcmp(ch, m->channel, m->channel_len) == 0 &&
            ch[m->channel_len] == ':' &&
@@ -64,7 +79,10 @@ static char *make_channel(const rlock_client *c, const rlock_mutex *m,
 {
     char *ch = malloc(m->channel_len + 1 + RLOCK__ID_LEN);
 
-    if (ch) {
+    if (ch && redisson(m)) {
+        memcpy(ch, m->channel, m->channel_len);
+        *len = m->channel_len;
+    } else if (ch) {
         memcpy(ch, m->channel, m->channel_len);
         ch[m->channel_len] = ':';
         memcpy(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN);
@@ -231,6 +249,43 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
     }
 }
 
+/* The longest-waiting thread of the Redisson channel ch that is not
+ * woken already (the list is newest first), or NULL. */
+static rlock__waiter *first_asleep(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__waiter *w, *found = NULL;
+
+    for (w = c->waiters; w; w = w->next)
+        if (redisson(w->m) && !w->woken && channel_of(c, w->m, ch, len))
+            found = w;
+    return found;
+}
+
+void rlock__wake_one(rlock_client *c, const rlock_mutex *m)
+{
+    rlock__waiter *w = first_asleep(c, m->channel, m->channel_len);
+
+    if (w) {
+        w->woken = 1;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+/* A message on a Redisson channel: "1" wakes every waiter of the lock,
+ * anything else ("0") one. A waiter already woken will try again after
+ * this release anyway, so it does not count. */
+static void redisson_message(rlock_client *c, const rlock__pubsub *p)
+{
+    rlock__waiter *w;
+
+    if (p->who_len == 1 && p->who[0] == '1') {
+        wake_waiters(c, p->channel, p->channel_len);
+    } else if ((w = first_asleep(c, p->channel, p->channel_len)) != NULL) {
+        w->woken = 1;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
 static void handle(rlock_client *c, const redisReply *r)
 {
     rlock__pubsub p;
@@ -240,10 +295,13 @@ static void handle(rlock_client *c, const redisReply *r)
     if (rlock__parse_pubsub(r, &p) != RLOCK_OK)
         return;
     if (p.kind == RLOCK__PS_MESSAGE) {
+        /* Redisson's channels carry no owner: no waiter of rlock's own
+         * layout matches their messages below. */
+        redisson_message(c, &p);
         /* "<owner>" asks a waiter to try again; a grant tells it the lock
          * was handed to it. */
         for (w = c->waiters; w; w = w->next) {
-            if (w->owner_len != p.who_len ||
+            if (redisson(w->m) || w->owner_len != p.who_len ||
                 memcmp(w->owner, p.who, p.who_len) != 0 ||
                 !channel_of(c, w->m, p.channel, p.channel_len))
                 continue;

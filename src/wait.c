@@ -29,6 +29,14 @@
  * Without pub/sub (use_pubsub = 0, or while the subscriber connection is
  * down) the sleep is a random delay in [backoff_min_ms, backoff_max_ms],
  * so that many waiters do not retry in step.
+ *
+ * The Redisson layout waits the same way without the queue: Redisson has
+ * none, and its releases publish on a channel of the lock, not to a
+ * waiter. A waiter joins nothing, is woken by the release message (from
+ * rlock or from Redisson) or by the end of the holder's lease, and tries
+ * again; whoever comes first takes the lock. A waiter that leaves without
+ * the lock hands a wake-up on to the next waiting thread of its client
+ * (subscriber.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +174,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     unsigned cancel_gen;
     int rc, attempted = 0, waited_for_sub = 0, gave_up = 0, dropped = 0;
     int granted = 0; /* handed over by a release, not taken by an attempt */
+    int queued = m->opts.layout == RLOCK_LAYOUT_NATIVE; /* else Redisson's */
 
     if (c->nnodes || m->opts.layout == RLOCK_LAYOUT_TOKEN)
         return wait_retrying(m, deadline_ns, forever);
@@ -283,6 +292,18 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     unregister_waiter(c, &w);
     if (granted)
         return rlock__sync_new_hold(m);
+    if (!queued) {
+        /* Nothing to leave in Redis; a release message this thread may
+         * have taken goes to the next waiter. */
+        if (rc != RLOCK_OK) {
+            pthread_mutex_lock(&c->mu);
+            rlock__wake_one(c, m);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (gave_up)
+            rlock__fail(c, rc, "lock not obtained within the wait");
+        return rc;
+    }
     if (gave_up || rc == RLOCK_ECANCELED) {
         /* Leave no trace: a waiter that gives up must not hold up those
          * queued behind it, and when this call returns its place is gone.

@@ -28,8 +28,10 @@
 
 /* Most holds renewed by one script call. */
 #define RENEW_BATCH 1000
-/* The renewal group of token-layout holds: above any cluster slot. */
+/* The renewal groups of the peers' layouts' holds: above any cluster
+ * slot. */
 #define GROUP_TOKEN (1 << 15)
+#define GROUP_REDISSON (1 << 16)
 
 typedef struct {
     uint64_t serial;
@@ -110,7 +112,9 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
         } else {
             rc = rlock__eval_sync(
                 c,
-                rn[0].group & GROUP_TOKEN ? RLOCK__S_TK_RENEW : RLOCK__S_RENEW,
+                rn[0].group & GROUP_TOKEN      ? RLOCK__S_TK_RENEW
+                : rn[0].group & GROUP_REDISSON ? RLOCK__S_RS_RENEW
+                                               : RLOCK__S_RENEW,
                 &r, n, keys, key_lens, 3 * n, args, arg_lens, replicas, &acks);
             if (rc == RLOCK_OK && rlock__parse_renew(r, (size_t)n) != RLOCK_OK)
                 rc = RLOCK_EPROTO;
@@ -200,8 +204,11 @@ static void renew_due(rlock_client *c)
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
         rn[n].replicas = rlock__sync_replicas(h->m);
-        rn[n].group = h->m->opts.layout == RLOCK_LAYOUT_TOKEN ? GROUP_TOKEN : 0;
-        rlock__owner(c, h->thread, rn[n].owner);
+        rn[n].group = h->m->opts.layout == RLOCK_LAYOUT_TOKEN ? GROUP_TOKEN
+                      : h->m->opts.layout == RLOCK_LAYOUT_REDISSON
+                          ? GROUP_REDISSON
+                          : 0;
+        rlock__owner_of(h->m, h->thread, rn[n].owner);
         snprintf(rn[n].token, sizeof rn[n].token, "%" PRIu64, h->token);
         snprintf(rn[n].lease, sizeof rn[n].lease, "%" PRId64, h->lease_ms);
         h->renewing = 1;

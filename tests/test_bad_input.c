@@ -577,6 +577,16 @@ static long long new_sync(struct bi *t)
     return mutex_result(rlock_mutex_new(t->c, "x", &o, &err), &err);
 }
 
+static long long new_layout(struct bi *t)
+{
+    rlock_mutex_opts o;
+    int err = 12345;
+
+    rlock_mutex_opts_init(&o);
+    o.layout = (int)t->row->n;
+    return mutex_result(rlock_mutex_new(t->c, "x", &o, &err), &err);
+}
+
 /* Fields without a bound take any value: the largest. */
 static long long new_extreme_fields(struct bi *t)
 {
@@ -1208,6 +1218,18 @@ static const struct row rows[] = {
          NULL, MSG_NONE, RLOCK_SYNC_OFF),
     ROWN(rlock_mutex_new, "sync_replicas 64", new_sync, RT_HANDLE, NULL,
          MSG_NONE, 64),
+    ROWN(rlock_mutex_new, "layout -1", new_layout, RLOCK_EINVAL,
+         "layout must be RLOCK_LAYOUT_NATIVE, RLOCK_LAYOUT_TOKEN or "
+         "RLOCK_LAYOUT_REDISSON",
+         MSG_C, -1),
+    ROWN(rlock_mutex_new, "layout 3", new_layout, RLOCK_EINVAL, "layout",
+         MSG_C, 3),
+    ROWN(rlock_mutex_new, "layout INT_MAX", new_layout, RLOCK_EINVAL, "layout",
+         MSG_C, INT_MAX),
+    ROWN(rlock_mutex_new, "layout RLOCK_LAYOUT_TOKEN", new_layout, RT_HANDLE,
+         NULL, MSG_NONE, RLOCK_LAYOUT_TOKEN),
+    ROWN(rlock_mutex_new, "layout RLOCK_LAYOUT_REDISSON", new_layout,
+         RT_HANDLE, NULL, MSG_NONE, RLOCK_LAYOUT_REDISSON),
     ROWN(rlock_mutex_new, "lease_ms -1", new_lease, RLOCK_EINVAL, "lease_ms",
          MSG_C, -1),
     ROWN(rlock_mutex_new, "lease_ms INT64_MIN", new_lease, RLOCK_EINVAL,

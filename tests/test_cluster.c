@@ -164,6 +164,55 @@ TEST(cluster_waiters_are_woken_by_releases_on_any_node)
     stop_cluster();
 }
 
+/* Redisson's layout on a cluster: the hash, its token counter and its
+ * channel share the name's slot (Redisson's braces), and releases on any
+ * master wake waiters whose subscriber is on another. */
+TEST(cluster_redisson_layout_locks_and_wakes_across_nodes)
+{
+    rlock_client_opts wo;
+    rlock_mutex_opts mo;
+    rlock_client *c, *w;
+    int i, on[NODES] = {0};
+
+    rlock_client_opts_init(&wo);
+    wo.waiter_ttl_ms = 60000; /* no waiter wakes on its own for 20 s */
+    c = rt_client(start_cluster(), NULL);
+    w = rt_client(url, &wo);
+    rlock_mutex_opts_init(&mo);
+    mo.layout = RLOCK_LAYOUT_REDISSON;
+    for (i = 0; i < 12; i++) {
+        char name[16];
+        rlock_mutex *h, *m;
+        rt_locker l;
+        int64_t t0;
+        uint64_t token;
+        int n;
+
+        snprintf(name, sizeof name, "r%d", i);
+        h = rt_mutex(c, name, &mo);
+        m = rt_mutex(w, name, &mo);
+        CHECK_RC(rlock_mutex_lock(h), RLOCK_OK);
+        token = rlock_mutex_token(h);
+        n = node_with(name);
+        CHECK(n >= 0);
+        on[n] = 1;
+        rt_locker_start(&l, m, 1);
+        rt_sleep_ms(200); /* it tried, subscribed, tried, and sleeps */
+        t0 = rt_now_ms();
+        CHECK_RC(rlock_mutex_unlock(h), RLOCK_OK);
+        CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+        /* Woken by the message, not by the 30 s lease or a 20 s timer. */
+        CHECK_INT(rt_now_ms() - t0, <, 2000);
+        CHECK(l.token > token);
+        rlock_mutex_free(h);
+        rlock_mutex_free(m);
+    }
+    CHECK(on[0] + on[1] + on[2] >= 2);
+    rlock_client_close(c);
+    rlock_client_close(w);
+    stop_cluster();
+}
+
 static char *node_id(rt_server *s)
 {
     static char ids[NODES][64];

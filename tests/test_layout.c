@@ -166,15 +166,30 @@ TEST(layout_option_is_checked)
     rlock_mutex_opts o;
     int err = 0;
 
+    rlock_client *rl;
+    char url[64];
+
     rlock_mutex_opts_init(&o);
-    o.layout = 2;
+    o.layout = 3;
     CHECK(!rlock_mutex_new(c, "x", &o, &err));
     CHECK_RC(err, RLOCK_EINVAL);
     CHECK(strstr(rlock_client_errmsg(c), "layout") != NULL);
     o.layout = -1;
     CHECK(!rlock_mutex_new(c, "x", &o, &err));
     CHECK_RC(err, RLOCK_EINVAL);
+    /* The peers' layouts keep one key on one server: not over Redlock. */
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d", rt_server_port(s));
+    rl = rt_client(url, NULL);
+    o.layout = RLOCK_LAYOUT_TOKEN;
+    CHECK(!rlock_mutex_new(rl, "x", &o, &err));
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(strstr(rlock_client_errmsg(rl), "token layout") != NULL);
+    o.layout = RLOCK_LAYOUT_REDISSON;
+    CHECK(!rlock_mutex_new(rl, "x", &o, &err));
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(strstr(rlock_client_errmsg(rl), "Redisson layout") != NULL);
     CHECK_INT(rt_cmd_int(s, "DBSIZE"), ==, 0);
+    rlock_client_close(rl);
     rlock_client_close(c);
     rt_server_stop(s);
 }

@@ -322,7 +322,20 @@ typedef struct rlock_mutex_opts {
      *   is counted by the client; fencing tokens come from the counter
      *   "<name>:rlock-fence", which only rlock increments. Not with
      *   redlock://. On a cluster, give the name a hash tag ("{order}:1")
-     *   so that the counter shares its slot. */
+     *   so that the counter shares its slot.
+     * RLOCK_LAYOUT_REDISSON: the layout of Redisson's RLock (Java), for
+     *   sharing a lock with it: the key is the lock name itself, a hash
+     *   whose one field "<client id as a UUID>:<thread>" holds the hold
+     *   count (re-entry is counted there, as Redisson does); the final
+     *   release deletes it and publishes "0" on
+     *   "redisson_lock__channel:{<name>}", which wakes Redisson's waiters,
+     *   and rlock's waiters are woken by the same message from either
+     *   side (one waiter per client and message). Fencing tokens come from
+     *   RFencedLock's counter "redisson_lock_token:{<name>}", shared with
+     *   it; Redis keeps no token with the hold, so rlock_mutex_status
+     *   reports token 0. No queue: waiters are not served in order. Not
+     *   with redlock://. Names must be what the Java side's String
+     *   encodes to (UTF-8) to name the same lock. */
     int layout;
 } rlock_mutex_opts;
 
@@ -332,6 +345,7 @@ typedef struct rlock_mutex_opts {
 /* rlock_mutex_opts.layout. */
 #define RLOCK_LAYOUT_NATIVE 0
 #define RLOCK_LAYOUT_TOKEN 1
+#define RLOCK_LAYOUT_REDISSON 2
 
 /* Fills *o with the defaults above. o != NULL. */
 RLOCK_API void rlock_mutex_opts_init(rlock_mutex_opts *o);
@@ -469,7 +483,8 @@ RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
 
 typedef struct rlock_status {
     int held;              /* 1 if some owner holds the lock */
-    char holder[64];       /* its owner id ("<client id>:<thread>"), or "" */
+    char holder[64];       /* its owner id ("<client id>:<thread>"), or a
+                              peer's value or field (layouts), or "" */
     int64_t count;         /* its hold count (0 if free) */
     int64_t lease_ms;      /* remaining lease in ms (-1 if free) */
     uint64_t token;        /* fencing token of the current hold (0 if free) */
