@@ -45,7 +45,8 @@ void cli_pick_url(struct cli *cli, const char *given);
  * returns NULL with *exit_code set. */
 rlock_client *cli_open(struct cli *cli, int *exit_code);
 
-/* Parses a --layout value ("native" or "token") into *layout; 0 or -1. */
+/* Parses a --layout value ("native", "redisson" or "token") into *layout;
+ * 0 or -1. */
 int parse_layout(const char *s, int *layout);
 
 /* Maps an rlock error code to the tool's exit code. */

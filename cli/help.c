@@ -18,7 +18,7 @@ void usage_main(FILE *out)
         "                 run COMMAND while holding the lock NAME\n"
         "  status [--json] [--layout L] NAME...\n"
         "                 show who holds each lock, its lease, token and waiters\n"
-        "  unlock --force NAME\n"
+        "  unlock --force [--layout L] NAME\n"
         "                 remove a lock whoever holds it, waking its waiters\n"
         "  ping           connect, authenticate, show the server version and round trip\n"
         "  demo [--workers N] [--seconds S]\n"
@@ -62,24 +62,27 @@ static const struct {
      "      --on-lost kill|ignore if the lock is lost while COMMAND runs: kill\n"
      "                            (default) sends SIGTERM, then SIGKILL after 5 s,\n"
      "                            and exits 79; ignore only warns\n"
-     "      --layout native|token the lock's layout in Redis: rlock's own\n"
-     "                            (default), or the plain SET NX PX key that\n"
-     "                            redis-py, node-redlock and others use, to\n"
-     "                            share the lock with them (docs/interop.md)\n"},
+     "      --layout native|redisson|token\n"
+     "                            the lock's layout in Redis: rlock's own\n"
+     "                            (default); Redisson's RLock hash, to share\n"
+     "                            the lock with Java services; or the plain\n"
+     "                            SET NX PX key that redis-py, node-redlock\n"
+     "                            and others use (docs/interop.md)\n"},
     {"status",
-     "usage: rlock [--redis URL] status [--json] [--layout native|token] "
-     "NAME...\n"
+     "usage: rlock [--redis URL] status [--json] "
+     "[--layout native|redisson|token] NAME...\n"
      "\n"
      "For each NAME: free or held, the holder's owner id, its hold count, the\n"
      "remaining lease, the current fencing token (the last one handed out if\n"
      "free) and the number of waiters. --json prints one JSON object per\n"
      "line.\n"},
     {"unlock",
-     "usage: rlock [--redis URL] unlock --force NAME\n"
+     "usage: rlock [--redis URL] unlock --force [--layout L] NAME\n"
      "\n"
      "Removes the lock NAME whoever holds it, hands it to the first waiter,\n"
      "and says what it removed. Its holder's next unlock or renewal reports\n"
-     "the loss. Exits 0 if a hold was removed, 1 if the lock was free.\n"},
+     "the loss. Exits 0 if a hold was removed, 1 if the lock was free.\n"
+     "--layout as for run.\n"},
     {"ping",
      "usage: rlock [--redis URL] ping\n"
      "\n"

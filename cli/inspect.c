@@ -39,7 +39,13 @@ static void print_status(const char *name, const rlock_status *st, int json)
                (unsigned long long)st->last_token, (long long)st->waiters);
         return;
     }
-    if (st->held)
+    if (st->held && st->token == 0) /* a peer's hold, or Redisson's layout */
+        printf("%s: held by %s, count %lld, lease %.3fs left, no token (last "
+               "token %llu), %lld waiting\n",
+               name, st->holder, (long long)st->count,
+               (double)st->lease_ms / 1000.0,
+               (unsigned long long)st->last_token, (long long)st->waiters);
+    else if (st->held)
         printf("%s: held by %s, count %lld, lease %.3fs left, token %llu, "
                "%lld waiting\n",
                name, st->holder, (long long)st->count,
@@ -66,8 +72,8 @@ int cmd_status(struct cli *cli, int argc, char **argv)
             json = 1;
         } else if (!opts_end && strcmp(argv[i], "--layout") == 0) {
             if (i + 1 >= argc || parse_layout(argv[++i], &mo.layout) != 0) {
-                fprintf(stderr,
-                        "rlock status: --layout takes native or token\n");
+                fprintf(stderr, "rlock status: --layout takes native, "
+                                "redisson or token\n");
                 return EXIT_USAGE;
             }
         } else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
@@ -115,33 +121,53 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
 {
     rlock_client *c;
     rlock_mutex *m;
+    rlock_mutex_opts mo;
     rlock_status st;
-    int err, code = 0;
+    const char *name = NULL;
+    int i, err, code = 0, force = 0;
 
-    if (argc != 3 || strcmp(argv[1], "--force") != 0) {
-        fprintf(stderr, "usage: rlock unlock --force NAME (an operator's "
-                        "release; holders release their own locks)\n");
+    rlock_mutex_opts_init(&mo);
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--force") == 0 && !name) {
+            force = 1;
+        } else if (strcmp(argv[i], "--layout") == 0 && !name) {
+            if (i + 1 >= argc || parse_layout(argv[++i], &mo.layout) != 0) {
+                fprintf(stderr, "rlock unlock: --layout takes native, "
+                                "redisson or token\n");
+                return EXIT_USAGE;
+            }
+        } else if (!name && (argv[i][0] != '-' || !argv[i][1])) {
+            name = argv[i];
+        } else {
+            force = 0;
+            break;
+        }
+    }
+    if (!force || !name) {
+        fprintf(stderr, "usage: rlock unlock --force [--layout L] NAME (an "
+                        "operator's release; holders release their own "
+                        "locks)\n");
         return EXIT_USAGE;
     }
-    if (!*argv[2] || strlen(argv[2]) > RLOCK_NAME_MAX) {
-        fprintf(stderr, "rlock unlock: bad lock name '%s'\n", argv[2]);
+    if (!*name || strlen(name) > RLOCK_NAME_MAX) {
+        fprintf(stderr, "rlock unlock: bad lock name '%s'\n", name);
         return EXIT_USAGE;
     }
     if (!(c = cli_open(cli, &code)))
         return code;
-    m = rlock_mutex_new(c, argv[2], NULL, &err);
+    m = rlock_mutex_new(c, name, &mo, &err);
     if (m)
         err = rlock_mutex_force_unlock(m, &st);
     if (err != RLOCK_OK) {
-        cli_error(cli, c, argv[2], err);
+        cli_error(cli, c, name, err);
         code = exit_code_for(err);
     } else if (st.held) {
         printf("%s: removed the hold of %s (count %lld, token %llu); the "
                "first waiter, if any, has it now\n",
-               argv[2], st.holder, (long long)st.count,
+               name, st.holder, (long long)st.count,
                (unsigned long long)st.token);
     } else {
-        printf("%s: was not held; nothing removed\n", argv[2]);
+        printf("%s: was not held; nothing removed\n", name);
         code = 1;
     }
     rlock_mutex_free(m);

@@ -206,7 +206,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             if (need_arg(i, argc, a))
                 return EXIT_USAGE;
             if (parse_layout(argv[++i], &layout) != 0) {
-                fprintf(stderr, "rlock run: --layout takes native or token\n");
+                fprintf(stderr, "rlock run: --layout takes native, "
+                                "redisson or token\n");
                 return EXIT_USAGE;
             }
         } else if (strcmp(a, "--on-lost") == 0) {

@@ -106,6 +106,8 @@ int parse_layout(const char *s, int *layout)
         *layout = RLOCK_LAYOUT_NATIVE;
     else if (strcmp(s, "token") == 0)
         *layout = RLOCK_LAYOUT_TOKEN;
+    else if (strcmp(s, "redisson") == 0)
+        *layout = RLOCK_LAYOUT_REDISSON;
     else
         return -1;
     return 0;

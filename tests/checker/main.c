@@ -4,7 +4,7 @@
  *
  *   rlock-check --redis URL [-n WORKERS] [-m HOLDS] [--hold-us US]
  *               [--lease MS] [--wait MS] [--deadline MS] [--name NAME]
- *               [--layout native|token] [--unsafe] [--no-fence]
+ *               [--layout native|redisson|token] [--unsafe] [--no-fence]
  *               [--reverse-tokens]
  *
  * Prints the checker's one-line summary; exits 0 when the history has no
@@ -20,7 +20,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: rlock-check --redis URL [-n WORKERS] [-m HOLDS] "
             "[--hold-us US] [--lease MS] [--wait MS] [--deadline MS] "
-            "[--name NAME] [--layout native|token] [--unsafe] [--no-fence] "
+            "[--name NAME] [--layout native|redisson|token] [--unsafe] [--no-fence] "
             "[--reverse-tokens]\n");
     return 64;
 }
@@ -74,6 +74,8 @@ int main(int argc, char **argv)
             o.layout = RLOCK_LAYOUT_NATIVE;
         else if (strcmp(a, "--layout") == 0 && strcmp(v, "token") == 0)
             o.layout = RLOCK_LAYOUT_TOKEN;
+        else if (strcmp(a, "--layout") == 0 && strcmp(v, "redisson") == 0)
+            o.layout = RLOCK_LAYOUT_REDISSON;
         else if (strcmp(a, "-n") == 0 && number(v, 1, 64, &n) == 0)
             o.workers = (int)n;
         else if (strcmp(a, "-m") == 0 && number(v, 1, 1000000, &n) == 0)
