@@ -64,5 +64,6 @@ int scenario_threads(bench *b);
 int scenario_contended(bench *b);
 int scenario_scale(bench *b);
 int scenario_waiters(bench *b);
+int scenario_interop(bench *b);
 
 #endif

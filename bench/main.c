@@ -8,7 +8,7 @@
  *
  * Without --redis it starts a private redis-server on a unix socket and
  * stops it at the end. Scenarios: uncontended, threads, contended, scale,
- * waiters (default: all).
+ * waiters, interop (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. --plot DIR writes the contended
  * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed,
@@ -28,7 +28,7 @@ static const struct {
 } scenarios[] = {
     {"uncontended", scenario_uncontended}, {"threads", scenario_threads},
     {"contended", scenario_contended},     {"scale", scenario_scale},
-    {"waiters", scenario_waiters},
+    {"waiters", scenario_waiters},         {"interop", scenario_interop},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 

@@ -18,6 +18,8 @@ grep -Eq '^  ratio +[0-9.]+ x the floor' "$out/text" || fail "no ratio: $(cat "$
 [ "$(grep -Ec '^  K=(100|1000) ' "$out/text")" = 2 ] || fail "scale table: $(cat "$out/text")"
 grep -Eq 'wake-up after release p50 [0-9]+ us .* subscriber connections 4 ' "$out/text" ||
     fail "waiters: $(cat "$out/text")"
+[ "$(grep -Ec '^  (redisson|token) +(peer|rlock) -> (rlock|peer) +p50 +[0-9]+ us' "$out/text")" = 3 ] ||
+    fail "interop table: $(cat "$out/text")"
 
 mkdir "$out/plot"
 "$bench" --quick --plot "$out/plot" contended > /dev/null || fail "--plot exit $?"
