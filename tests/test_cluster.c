@@ -202,7 +202,7 @@ TEST(cluster_redisson_layout_locks_and_wakes_across_nodes)
         CHECK_RC(rlock_mutex_unlock(h), RLOCK_OK);
         CHECK_RC(rt_locker_join(&l), RLOCK_OK);
         /* Woken by the message, not by the 30 s lease or a 20 s timer. */
-        CHECK_INT(rt_now_ms() - t0, <, 2000);
+        CHECK_INT(rt_now_ms() - t0, <, 5000);
         CHECK(l.token > token);
         rlock_mutex_free(h);
         rlock_mutex_free(m);
