@@ -121,10 +121,12 @@ int exit_code_for(int rc)
     case RLOCK_ECONNECT:
     case RLOCK_ETIMEDOUT:
     case RLOCK_EIO:
+    case RLOCK_ENOREPLY:
     case RLOCK_EUNAVAILABLE:
     case RLOCK_EREPLICAS:
     case RLOCK_EQUORUM: return EXIT_UNAVAILABLE;
-    case RLOCK_EAUTH: return EXIT_NOPERM;
+    case RLOCK_EAUTH:
+    case RLOCK_EPERM: return EXIT_NOPERM;
     case RLOCK_EREDIS:
     case RLOCK_EPROTO: return EXIT_PROTOCOL;
     case RLOCK_ELOST: return EXIT_LOST;

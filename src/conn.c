@@ -123,8 +123,12 @@ int rlock__reply_error(rlock_client *c, const redisReply *r)
             return rlock__fail(c, deployment_errors[i].code, "%s %s: %.*s",
                                c->where, deployment_errors[i].meaning,
                                (int)len, s);
+    /* An ACL that denies a command or key is not a credentials problem:
+     * the user is known, it may not do this. */
+    if (first_word_is(s, len, "NOPERM"))
+        return rlock__fail(c, RLOCK_EPERM, "%s refused the command: %.*s",
+                           c->where, (int)len, s);
     if (starts_with(s, len, "NOAUTH") || starts_with(s, len, "WRONGPASS") ||
-        starts_with(s, len, "NOPERM") ||
         strstr(s, "invalid password") != NULL ||
         strstr(s, "invalid username-password") != NULL ||
         strstr(s, "without any password configured") != NULL)

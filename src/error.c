@@ -38,6 +38,8 @@ const char *rlock_strerror(int err)
     case RLOCK_EREPLICAS: return "too few replicas acknowledged the write";
     case RLOCK_EUNAVAILABLE: return "Redis cannot serve locks now";
     case RLOCK_EQUORUM: return "no majority of the Redlock nodes";
+    case RLOCK_ENOREPLY: return "Redis did not answer in time";
+    case RLOCK_EPERM: return "Redis refused the command to this user";
     default: return "unknown error code";
     }
 }

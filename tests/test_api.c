@@ -14,7 +14,7 @@ TEST(strerror_names_every_code)
                    RLOCK_ENOTOWNER, RLOCK_ELOST,   RLOCK_EAUTH,
                    RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
                    RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE,
-                   RLOCK_EQUORUM};
+                   RLOCK_EQUORUM, RLOCK_ENOREPLY, RLOCK_EPERM};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -32,6 +32,8 @@ TEST(strerror_names_every_code)
     CHECK_INT(RLOCK_EREPLICAS, ==, -13);
     CHECK_INT(RLOCK_EUNAVAILABLE, ==, -14);
     CHECK_INT(RLOCK_EQUORUM, ==, -15);
+    CHECK_INT(RLOCK_ENOREPLY, ==, -16);
+    CHECK_INT(RLOCK_EPERM, ==, -17);
 }
 
 TEST(version_matches_header)

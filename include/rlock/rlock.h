@@ -88,6 +88,10 @@ extern "C" {
 #define RLOCK_EUNAVAILABLE (-14) /* Redis cannot serve locks now (replica,
                                     loading, master or cluster down) */
 #define RLOCK_EQUORUM (-15)   /* Redlock: no majority of the nodes answered */
+#define RLOCK_ENOREPLY (-16)  /* Redis did not answer within the call's
+                                 deadline (stalled, trickling, hung) */
+#define RLOCK_EPERM (-17)     /* Redis refused the command to this user
+                                 (ACL: NOPERM) */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
@@ -182,6 +186,35 @@ typedef struct rlock_client_opts {
     /* Longest WAIT for sync_replicas, in ms. Default 1000. Must be > 0;
      * a reply may take up to command_timeout_ms + sync_timeout_ms. */
     int sync_timeout_ms;
+
+    /* Bounds on every reply the client accepts (a hostile or broken server
+     * cannot make the client allocate more). A reply that exceeds one
+     * closes its connection and the call returns RLOCK_EPROTO naming the
+     * bound. 0 means the default. max_reply_bytes: all bytes of one reply
+     * (default 1 MiB, at least 1024); max_bulk_bytes: one string (default
+     * 512 KiB); max_array_elements: one array (default 65536); max_depth:
+     * nesting of arrays (default 4, at most 7). */
+    int64_t max_reply_bytes;
+    int64_t max_bulk_bytes;
+    int64_t max_array_elements;
+    int max_depth;
+
+    /* TLS (also chosen by a rediss:// URL, or tls=1 in the query of the
+     * other URL kinds). tls: 1 to use TLS on every connection (servers,
+     * sentinels, cluster nodes, Redlock nodes). The server's certificate is
+     * verified against the system's CAs, or tls_ca_file (PEM) if set, and
+     * its host name against the URL's host (or tls_sni); tls_insecure = 1
+     * skips both checks (tests only). tls_cert_file / tls_key_file (PEM): a
+     * client certificate for mutual TLS. tls_sni: the name sent as SNI and
+     * checked in the certificate (default: the host). Strings are copied;
+     * NULL for none. URL query parameters cacert=, cert=, key=, sni= and
+     * insecure=1 set the same and take precedence. */
+    int tls;
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_sni;
+    int tls_insecure;
 } rlock_client_opts;
 
 /* Fills *o with the defaults above. Call it before setting fields, so that
@@ -265,8 +298,11 @@ RLOCK_API const char *rlock_client_errmsg(rlock_client *c);
 RLOCK_API void rlock_client_cancel_waits(rlock_client *c);
 
 typedef struct rlock_server_info {
-    char version[32]; /* redis_version, e.g. "7.0.15" */
+    char version[32]; /* the server's version, e.g. "7.0.15" (Valkey's own
+                         valkey_version where it reports one) */
     int64_t rtt_us;   /* one PING round trip, in microseconds */
+    char server[16];  /* what the server calls itself: "redis" or "valkey"
+                         (INFO's server_name; "redis" if absent) */
 } rlock_server_info;
 
 /*
@@ -490,6 +526,9 @@ typedef struct rlock_status {
     uint64_t token;        /* fencing token of the current hold (0 if free) */
     uint64_t last_token;   /* last token ever handed out for this name */
     int64_t waiters;       /* owners queued for the lock, alive */
+    char holder_host[64];  /* host name of the holder's process, or "" if
+                              not known (a peer's hold, an older rlock) */
+    int64_t holder_pid;    /* its process id, or 0 if not known */
 } rlock_status;
 
 /*
