@@ -43,23 +43,16 @@ static void *holder_main(void *p)
 {
     struct holder *h = p;
     char b;
-    struct timespec t0, t1;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (h->nonblock)
         h->rc = rlock_mutex_trylock(h->m);
     else if (h->wait_ms < 0)
         h->rc = rlock_mutex_lock(h->m);
     else
         h->rc = rlock_mutex_timedlock(h->m, h->wait_ms);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    /* RLOCK_ETIMEDOUT also means a server that did not answer; only a
-     * wait that lasted its whole length is a conflict (exit 1, as flock). */
-    h->gave_up = h->rc == RLOCK_EBUSY ||
-                 (h->rc == RLOCK_ETIMEDOUT && !h->nonblock &&
-                  (t1.tv_sec - t0.tv_sec) * 1000 +
-                          (t1.tv_nsec - t0.tv_nsec) / 1000000 >=
-                      h->wait_ms);
+    /* Only a busy lock or a wait that ran out is a conflict (exit 1, as
+     * flock); a server that did not answer is RLOCK_ENOREPLY (exit 69). */
+    h->gave_up = h->rc == RLOCK_EBUSY || h->rc == RLOCK_ETIMEDOUT;
     h->token = h->rc == RLOCK_OK ? rlock_mutex_token(h->m) : 0;
     snprintf(h->errmsg, sizeof h->errmsg, "%s",
              rlock_client_errmsg(rlock_mutex_client(h->m)));

@@ -26,7 +26,7 @@ static _Thread_local int tl_sent;     /* the last eval's request went out */
 
 int rlock__outcome_unknown(int rc)
 {
-    return (rc == RLOCK_EIO || rc == RLOCK_ETIMEDOUT) && tl_sent;
+    return (rc == RLOCK_EIO || rc == RLOCK_ENOREPLY) && tl_sent;
 }
 
 void rlock__limit_round_trips(int64_t deadline_ns)
@@ -59,7 +59,7 @@ int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
                      const char *what)
 {
     if (rlock__redis_timed_out(ctx))
-        return rlock__fail(c, RLOCK_ETIMEDOUT,
+        return rlock__fail(c, RLOCK_ENOREPLY,
                            "%s: no reply from %s within %d ms", what,
                            c->where,
                            tl_reply_ms ? tl_reply_ms
@@ -216,8 +216,8 @@ static int as_connect_error(rlock_client *c)
  * is a timeout, as it is for any other command. */
 static int handshake_error(rlock_client *c, int rc)
 {
-    if (rc == RLOCK_ETIMEDOUT)
-        return rlock__fail(c, RLOCK_ETIMEDOUT,
+    if (rc == RLOCK_ENOREPLY)
+        return rlock__fail(c, RLOCK_ENOREPLY,
                            "connecting to %s: no reply within %d ms",
                            c->where, c->opts.connect_timeout_ms);
     return rc == RLOCK_EIO ? as_connect_error(c) : rc;
@@ -416,7 +416,7 @@ int rlock__conn_get(rlock_client *c, redisContext **out)
         if (pthread_cond_timedwait(&c->pool_cv, &c->pool_mu, &until) != 0 &&
             c->nidle == 0 && c->nopen >= c->opts.max_connections) {
             pthread_mutex_unlock(&c->pool_mu);
-            return rlock__fail(c, RLOCK_ETIMEDOUT,
+            return rlock__fail(c, RLOCK_ENOREPLY,
                                "no free connection to %s within %d ms",
                                c->where, c->opts.command_timeout_ms);
         }

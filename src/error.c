@@ -26,7 +26,7 @@ const char *rlock_strerror(int err)
     case RLOCK_EINVAL: return "invalid argument";
     case RLOCK_ENOMEM: return "out of memory";
     case RLOCK_ECONNECT: return "cannot connect to Redis";
-    case RLOCK_ETIMEDOUT: return "timed out (lock wait or Redis reply)";
+    case RLOCK_ETIMEDOUT: return "lock not obtained within the wait";
     case RLOCK_EBUSY: return "lock is held by another owner";
     case RLOCK_ENOTOWNER: return "lock is not held by the caller";
     case RLOCK_ELOST: return "lock was lost (expired or taken)";

@@ -164,7 +164,7 @@ int rlock__rl_eval(rlock_client *c, enum rlock__script s, int nkeys,
         rlock__node *n = &c->nodes[i];
         job *j;
 
-        res[i].rc = RLOCK_ETIMEDOUT;
+        res[i].rc = RLOCK_ENOREPLY;
         res[i].reply = NULL;
         res[i].sent = 0;
         if (which && !which[i]) {
@@ -455,7 +455,7 @@ int rlock__rl_open(rlock_client *c, const char *spec,
             /* A node that is down now may be up later: its worker opens
              * it then. A node that refuses us, or an address that is not
              * one, is a mistake to report now. */
-            if (err != RLOCK_ECONNECT && err != RLOCK_ETIMEDOUT &&
+            if (err != RLOCK_ECONNECT && err != RLOCK_ENOREPLY &&
                 err != RLOCK_EIO) {
                 char detail[400];
                 snprintf(detail, sizeof detail, "%s",

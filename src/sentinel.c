@@ -171,7 +171,7 @@ int rlock__sentinel_connect(rlock_client *c, redisContext **out)
             }
             redisFree(ctx);
         }
-        if (rc != RLOCK_ECONNECT && rc != RLOCK_ETIMEDOUT && rc != RLOCK_EIO &&
+        if (rc != RLOCK_ECONNECT && rc != RLOCK_ENOREPLY && rc != RLOCK_EIO &&
             rc != RLOCK_EUNAVAILABLE)
             return rc;
         rlock__sentinel_suspect(c, RLOCK_EUNAVAILABLE);
@@ -181,7 +181,7 @@ int rlock__sentinel_connect(rlock_client *c, redisContext **out)
 
 void rlock__sentinel_suspect(rlock_client *c, int rc)
 {
-    if (rc != RLOCK_EIO && rc != RLOCK_ETIMEDOUT && rc != RLOCK_ECONNECT &&
+    if (rc != RLOCK_EIO && rc != RLOCK_ENOREPLY && rc != RLOCK_ECONNECT &&
         rc != RLOCK_EUNAVAILABLE)
         return;
     pthread_mutex_lock(&c->addr_mu);

@@ -321,7 +321,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
     } else if (rc != RLOCK_OK && rc != RLOCK_EINVAL &&
                !rlock__outcome_unknown(rc)) {
         /* (An attempt whose reply never came queued its own undo; a
-         * command timeout is RLOCK_ETIMEDOUT too, but not a deadline.) */
+         * server that did not answer is RLOCK_ENOREPLY, not a deadline.) */
         rlock__defer_cancel(m, nonce);
     }
     return rc;

@@ -39,11 +39,12 @@
  * rlock_client_errmsg() gives the detail of the last error (for example the
  * text of a Redis error reply).
  *
- * RLOCK_ETIMEDOUT has two causes, told apart by the message: a wait for the
- * lock that reached its deadline, and a Redis server that did not answer
- * within the command timeout (stopped, overloaded, or a network that holds
- * the packets). A request that was sent but whose reply never came
- * (RLOCK_ETIMEDOUT or RLOCK_EIO) may have been carried out by Redis: the
+ * Two kinds of time-out have two codes: RLOCK_ETIMEDOUT is a wait for the
+ * lock that reached the caller's deadline (the lock is busy); RLOCK_ENOREPLY
+ * is a Redis server that did not answer within the call's deadline
+ * (stopped, overloaded, or a network that holds or trickles the packets).
+ * A request that was sent but whose reply never came (RLOCK_ENOREPLY or
+ * RLOCK_EIO) may have been carried out by Redis: the
  * library undoes an acquisition that may have happened, and a release or
  * extension may be called again.
  */
@@ -75,7 +76,7 @@ extern "C" {
 #define RLOCK_EINVAL (-1)     /* bad argument; nothing was sent to Redis */
 #define RLOCK_ENOMEM (-2)     /* out of memory */
 #define RLOCK_ECONNECT (-3)   /* could not connect to Redis */
-#define RLOCK_ETIMEDOUT (-4)  /* not within the wait, or Redis did not answer */
+#define RLOCK_ETIMEDOUT (-4)  /* the lock was not obtained within the wait */
 #define RLOCK_EBUSY (-5)      /* another owner holds the lock */
 #define RLOCK_ENOTOWNER (-6)  /* the caller holds no such lock */
 #define RLOCK_ELOST (-7)      /* the caller's hold expired or was taken */
@@ -127,7 +128,7 @@ typedef struct rlock_client_opts {
      * including AUTH and SELECT. Default 2000 ms. Must be > 0. */
     int connect_timeout_ms;
 
-    /* Time allowed for one command's reply; a call returns RLOCK_ETIMEDOUT
+    /* Time allowed for one command's reply; a call returns RLOCK_ENOREPLY
      * rather than hang past it. Default 2000 ms. Must be > 0. */
     int command_timeout_ms;
 
@@ -254,7 +255,7 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * RLOCK_ECONNECT (refused, unreachable, or the TCP connection not made
  * within the connect timeout), RLOCK_EAUTH (credentials refused),
  * RLOCK_EREDIS (for example SELECT of a database that does not exist),
- * RLOCK_ETIMEDOUT (the server accepted the connection but did not answer
+ * RLOCK_ENOREPLY (the server accepted the connection but did not answer
  * within the connect timeout), RLOCK_EIO, RLOCK_EUNAVAILABLE (no sentinel
  * knows the master, the server is not the master, or a cluster has no
  * slots), RLOCK_EQUORUM (fewer than a majority of Redlock nodes reached).
@@ -432,7 +433,7 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  * in a row.
  *
  * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
- * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did not answer within the
+ * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ENOREPLY (Redis did not answer within the
  * command timeout), RLOCK_EREDIS (for example a key of another type
  * under the lock's name; nothing is changed), RLOCK_EPROTO,
  * RLOCK_EUNAVAILABLE (the server is a replica, is loading its data, or
@@ -470,7 +471,7 @@ RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
  * this name through this client (nothing is sent, the real owner's lock is
  * untouched); RLOCK_ELOST if the hold was lost (expired, deleted, taken by
  * another owner) — the local hold is forgotten and another owner's lock is
- * untouched; RLOCK_EIO / RLOCK_ETIMEDOUT / RLOCK_EREDIS / RLOCK_EPROTO (the
+ * untouched; RLOCK_EIO / RLOCK_ENOREPLY / RLOCK_EREDIS / RLOCK_EPROTO (the
  * hold is kept, call again). Thread-safe.
  */
 RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
@@ -482,7 +483,7 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
  * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
  * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold
  * expired or was taken; the local hold is forgotten); RLOCK_EIO,
- * RLOCK_ETIMEDOUT, RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_EUNAVAILABLE;
+ * RLOCK_ENOREPLY, RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_EUNAVAILABLE;
  * RLOCK_EREPLICAS (sync_replicas: Redis extended the lease but too few
  * replicas acknowledged it; the hold is kept, but its lease end as this
  * client counts it is not moved). Thread-safe.
