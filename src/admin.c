@@ -70,9 +70,9 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
 int rlock_client_ping(rlock_client *c, rlock_server_info *info)
 {
     const char *ping[1] = {"PING"}, *inf[2] = {"INFO", "server"};
-    redisContext *ctx;
+    rlock__conn *ctx;
     redisReply *r = NULL;
-    int64_t t0;
+    int64_t t0, deadline;
     int rc;
 
     if (!c || !info)
@@ -85,11 +85,11 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
         return rlock__cluster_ping(c, info);
     if ((rc = rlock__conn_get(c, &ctx)) != RLOCK_OK)
         return rc;
+    deadline = rlock__deadline(c->opts.command_timeout_ms);
     t0 = rlock__now_ns();
-    r = redisCommandArgv(ctx, 1, ping, NULL);
+    rc = rlock__command(c, ctx, &r, 1, ping, NULL, deadline, "PING");
     info->rtt_us = (rlock__now_ns() - t0) / 1000;
-    if (!r) {
-        rc = rlock__ctx_error(c, ctx, "PING");
+    if (rc != RLOCK_OK) {
         rlock__conn_put(c, ctx, 1);
         return rc;
     }
@@ -97,9 +97,8 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
         rc = rlock__reply_error(c, r);
     freeReplyObject(r);
     if (rc == RLOCK_OK) {
-        r = redisCommandArgv(ctx, 2, inf, NULL);
-        if (!r) {
-            rc = rlock__ctx_error(c, ctx, "INFO");
+        rc = rlock__command(c, ctx, &r, 2, inf, NULL, deadline, "INFO");
+        if (rc != RLOCK_OK) {
             rlock__conn_put(c, ctx, 1);
             return rc;
         }

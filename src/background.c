@@ -42,12 +42,10 @@ static void *bg_main(void *arg)
         fds[0].fd = c->bg_pipe[0];
         fds[0].events = POLLIN;
         fds[0].revents = 0;
-        if (c->sub_ctx) {
-            fds[1].fd = rlock__redis_fd(c->sub_ctx);
-            fds[1].events = POLLIN;
-            fds[1].revents = 0;
+        fds[1].events = rlock__sub_events(c, &fds[1].fd);
+        fds[1].revents = 0;
+        if (fds[1].events)
             nfds = 2;
-        }
         wait_ns = next - rlock__now_ns();
         if (wait_ns < 0)
             wait_ns = 0;
@@ -61,7 +59,7 @@ static void *bg_main(void *arg)
             while (read(c->bg_pipe[0], buf, sizeof buf) > 0)
                 ;
         if (nfds == 2 && fds[1].revents)
-            rlock__sub_read(c);
+            rlock__sub_read(c, fds[1].revents);
         pthread_mutex_lock(&c->mu);
         c->bg_sleep_until = 0;
     }

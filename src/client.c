@@ -42,6 +42,17 @@ static int check_opts(const rlock_client_opts *o)
     if (o->backoff_min_ms < 1 || o->backoff_max_ms < o->backoff_min_ms)
         return rlock__fail(NULL, RLOCK_EINVAL,
                            "need 1 <= backoff_min_ms <= backoff_max_ms");
+    if (o->max_reply_bytes < 0 ||
+        (o->max_reply_bytes > 0 && o->max_reply_bytes < 1024))
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "max_reply_bytes must be 0 (default) or >= 1024");
+    if (o->max_bulk_bytes < 0 || o->max_array_elements < 0)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "max_bulk_bytes and max_array_elements must be "
+                           ">= 0 (0: default)");
+    if (o->max_depth < 0 || o->max_depth > RLOCK__BOUND_DEPTH_MAX)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "max_depth must be 0 (default) to 7");
     if (o->max_connections < 1 || o->max_connections > 1024)
         return rlock__fail(NULL, RLOCK_EINVAL,
                            "max_connections must be in [1, 1024]");
@@ -85,6 +96,11 @@ static void free_client(rlock_client *c)
         free(c->password);
     }
     free(c->idle);
+    rlock__tls_ctx_free(c->tls);
+    free(c->tls_sni);
+    free((char *)c->opts.tls_ca_file);
+    free((char *)c->opts.tls_cert_file);
+    free((char *)c->opts.tls_key_file);
     pthread_mutex_destroy(&c->pool_mu);
     pthread_cond_destroy(&c->pool_cv);
     pthread_mutex_destroy(&c->mu);
@@ -95,9 +111,56 @@ static void free_client(rlock_client *c)
     free(c);
 }
 
+static int dup_opt(const char *in, char **out)
+{
+    *out = NULL;
+    if (in && !(*out = strdup(in)))
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    return RLOCK_OK;
+}
+
+/*
+ * TLS: the client keeps its own copies of the file names (the nodes of a
+ * Redlock or Cluster client are opened with them later) and builds one
+ * context that every connection of this client uses.
+ */
+static int init_tls(rlock_client *c, const rlock_client_opts *opts)
+{
+    rlock__tls_opts to;
+    rlock__neterr e;
+    char *ca, *cert, *key;
+    int rc;
+
+    c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file =
+        c->opts.tls_sni = NULL;
+    if ((rc = dup_opt(opts->tls_ca_file, &ca)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_ca_file = ca;
+    if ((rc = dup_opt(opts->tls_cert_file, &cert)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_cert_file = cert;
+    if ((rc = dup_opt(opts->tls_key_file, &key)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_key_file = key;
+    if ((rc = dup_opt(opts->tls_sni, &c->tls_sni)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_sni = c->tls_sni;
+    if (!opts->tls)
+        return RLOCK_OK;
+    to.ca_file = ca;
+    to.cert_file = cert;
+    to.key_file = key;
+    to.insecure = opts->tls_insecure;
+    if (rlock__tls_ctx_new(&to, &c->tls, &e) != RLOCK_OK)
+        return rlock__fail(NULL, e.code, "%s", e.msg);
+    return RLOCK_OK;
+}
+
 /* Fills the parts of c every client has (options, identity, locks). */
 static int init_common(rlock_client *c, const rlock_client_opts *opts)
 {
+    int tls_rc;
+
     init_sync(c);
     c->serial = atomic_fetch_add(&next_serial, 1);
     c->opts = *opts;
@@ -111,6 +174,9 @@ static int init_common(rlock_client *c, const rlock_client_opts *opts)
     c->opts.username = NULL;
     c->opts.password = NULL;
     c->bg_pipe[0] = c->bg_pipe[1] = -1;
+    tls_rc = init_tls(c, opts);
+    if (tls_rc != RLOCK_OK)
+        return tls_rc;
     c->fork_gen = rlock__fork_generation();
     if (!c->prefix)
         return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
@@ -194,7 +260,8 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
 {
     rlock_client_opts defaults;
     rlock_client *c;
-    redisContext *ctx = NULL;
+    rlock__conn *ctx = NULL;
+    int64_t saved;
     int rc, dummy;
 
     if (!err)
@@ -252,9 +319,11 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
         return NULL;
     }
     /* Connect now, so a wrong URL or password fails here. The first
-     * connection also loads the scripts. */
+     * connection also loads the scripts, all by the connect timeout. */
+    saved = rlock__call_swap(0);
     c->nopen = 1;
     rc = rlock__connect(c, &ctx);
+    rlock__call_swap(saved);
     if (rc != RLOCK_OK) {
         /* The detail was recorded for c; repeat it where the caller can
          * read it (rlock_client_errmsg(NULL)). */
@@ -301,12 +370,15 @@ void rlock__client_after_fork_check(rlock_client *c)
     unsigned gen = rlock__fork_generation();
     int i;
 
+    /* Every API call comes through here first: its deadline starts now. */
+    rlock__call_begin(c);
+
     if (c->fork_gen == gen)
         return;
     c->fork_gen = gen;
     init_sync(c);
     for (i = 0; i < c->nidle; i++)
-        redisFree(c->idle[i]);
+        rlock__conn_close(c->idle[i]);
     c->nidle = 0;
     c->nopen = 0;
     rlock__hold_clear(c, NULL); /* the parent's; the mutexes stay */

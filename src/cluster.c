@@ -106,26 +106,30 @@ static int node_index(rlock_client *c, const char *host, int port)
 /* Reads CLUSTER SLOTS from one node and fills the map; 0 or -1. */
 static int read_slots(rlock_client *c, const char *host, int port)
 {
-    struct timeval tv;
-    redisContext *ctx;
-    redisReply *r = NULL;
+    const char *auth[3] = {"AUTH", c->username ? c->username : c->password,
+                           c->password};
+    const char *slots[2] = {"CLUSTER", "SLOTS"};
+    rlock__cmd cmds[2];
+    redisReply *replies[2] = {0}, *r = NULL;
+    int64_t deadline = rlock__deadline(c->opts.connect_timeout_ms);
+    rlock__conn *ctx = NULL;
     size_t i;
-    int ok = -1;
+    int ok = -1, n = 0;
 
-    tv.tv_sec = c->opts.connect_timeout_ms / 1000;
-    tv.tv_usec = (c->opts.connect_timeout_ms % 1000) * 1000;
-    ctx = redisConnectWithTimeout(host, port, tv);
-    if (ctx && !ctx->err) {
-        redisSetTimeout(ctx, tv);
-        if (c->password) {
-            redisReply *a =
-                c->username
-                    ? redisCommand(ctx, "AUTH %s %s", c->username, c->password)
-                    : redisCommand(ctx, "AUTH %s", c->password);
-            if (a)
-                freeReplyObject(a);
-        }
-        r = redisCommand(ctx, "CLUSTER SLOTS");
+    if (c->password) {
+        cmds[n].argc = c->username ? 3 : 2;
+        cmds[n].argv = auth;
+        cmds[n++].lens = NULL;
+    }
+    cmds[n].argc = 2;
+    cmds[n].argv = slots;
+    cmds[n++].lens = NULL;
+    if (rlock__open_conn(c, host, port, NULL, deadline, &ctx) == RLOCK_OK &&
+        rlock__exchange(c, ctx, n, cmds, replies, deadline,
+                        "CLUSTER SLOTS") == RLOCK_OK) {
+        r = replies[n - 1];
+        if (n == 2)
+            freeReplyObject(replies[0]);
     }
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
         pthread_mutex_lock(&c->addr_mu);
@@ -156,8 +160,7 @@ static int read_slots(rlock_client *c, const char *host, int port)
     }
     if (r)
         freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
+    rlock__conn_close(ctx);
     return ok;
 }
 
@@ -229,6 +232,11 @@ int rlock__cluster_open(rlock_client *c, const rlock_client_opts *opts)
     c->node_opts.key_prefix = c->prefix;
     c->node_opts.username = c->username;
     c->node_opts.password = c->password;
+    /* The client's own copies: nodes are opened later too. */
+    c->node_opts.tls_ca_file = c->opts.tls_ca_file;
+    c->node_opts.tls_cert_file = c->opts.tls_cert_file;
+    c->node_opts.tls_key_file = c->opts.tls_key_file;
+    c->node_opts.tls_sni = c->opts.tls_sni;
     /* The parent's subscriber is its own; the nodes' clients run only
      * commands. */
     c->node_opts.use_pubsub = 0;
@@ -374,7 +382,7 @@ int rlock__cluster_ping(rlock_client *c, rlock_server_info *info)
     return RLOCK_OK;
 }
 
-int rlock__cluster_connect(rlock_client *c, redisContext **out)
+int rlock__cluster_connect(rlock_client *c, rlock__conn **out)
 {
     char host[64];
     int port, i, rc = RLOCK_ECONNECT;

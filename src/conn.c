@@ -1,8 +1,10 @@
 /*
- * Connections to Redis: opening them (timeouts, AUTH, SELECT), a small pool
+ * Connections to Redis for the library: opening them (the transport, then
+ * AUTH, SELECT and the scripts, all under one deadline), a small pool
  * shared by the client's threads, running commands and scripts, and turning
- * every hiredis failure and Redis error reply into an rlock code with its
- * detail.
+ * every failure and Redis error reply into an rlock code with its detail.
+ * The connections themselves are src/net's state machines; this file is
+ * where the client's settings and its thread's deadline meet them.
  *
  * Why a pool: a client is shared by many threads, and one connection would
  * make each thread wait for every other thread's round trip. Connections
@@ -12,6 +14,15 @@
  * connection the server closed (restart, CLIENT KILL, timeout) is noticed
  * before reuse without a round trip: on a healthy idle RESP2 connection the
  * socket never has anything to read.
+ *
+ * Deadlines. Every call of the API has one absolute deadline on the
+ * monotonic clock, fixed when it starts (rlock__call_begin): the command
+ * timeout from then. Every exchange the call makes (waiting for a pooled
+ * connection, connecting, AUTH, SELECT, the request, every byte of the
+ * reply) ends by it; a waiting call starts a new deadline for each attempt.
+ * The background thread has its own bound instead: the earliest lease end
+ * of the client's holds (rlock__limit_round_trips), so that no server can
+ * keep it from telling a holder that its lease ran out.
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -20,63 +31,92 @@
 
 #include "internal.h"
 
-static _Thread_local int64_t tl_deadline_ns;
-static _Thread_local int tl_reply_ms; /* the reply timeout in force */
-static _Thread_local int tl_sent;     /* the last eval's request went out */
+static _Thread_local int64_t tl_bound_ns; /* background thread's bound */
+static _Thread_local int64_t tl_call_ns;  /* the API call's deadline */
+static _Thread_local int tl_sent;         /* the last eval's request left */
 
 int rlock__outcome_unknown(int rc)
 {
-    return (rc == RLOCK_EIO || rc == RLOCK_ENOREPLY) && tl_sent;
+    return (rc == RLOCK_EIO || rc == RLOCK_ENOREPLY ||
+            rc == RLOCK_EPROTO) &&
+           tl_sent;
 }
 
 void rlock__limit_round_trips(int64_t deadline_ns)
 {
-    tl_deadline_ns = deadline_ns;
+    tl_bound_ns = deadline_ns;
+    tl_call_ns = 0;
+}
+
+void rlock__call_begin(const rlock_client *c)
+{
+    tl_call_ns = rlock__now_ns() +
+                 (int64_t)c->opts.command_timeout_ms * RLOCK__NS_PER_MS;
+}
+
+int64_t rlock__call_swap(int64_t deadline_ns)
+{
+    int64_t old = tl_call_ns;
+
+    tl_call_ns = deadline_ns;
+    return old;
+}
+
+int64_t rlock__deadline(int timeout_ms)
+{
+    int64_t d = rlock__now_ns() + (int64_t)timeout_ms * RLOCK__NS_PER_MS;
+
+    if (tl_call_ns != 0 && tl_call_ns < d)
+        d = tl_call_ns;
+    if (tl_bound_ns != 0 && tl_bound_ns < d)
+        d = tl_bound_ns;
+    return d;
 }
 
 int rlock__round_trip_ms(int timeout_ms)
 {
-    int64_t left;
+    int64_t left = (rlock__deadline(timeout_ms) - rlock__now_ns()) /
+                   RLOCK__NS_PER_MS;
 
-    if (tl_deadline_ns == 0)
-        return timeout_ms;
-    left = (tl_deadline_ns - rlock__now_ns()) / RLOCK__NS_PER_MS;
-    if (left < 1)
-        left = 1;
-    return left < timeout_ms ? (int)left : timeout_ms;
+    return left < 1 ? 1 : (int)left;
 }
 
-static struct timeval ms_to_tv(int ms)
-{
-    struct timeval tv;
-
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (ms % 1000) * 1000;
-    return tv;
-}
-
-int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
+int rlock__net_error(rlock_client *c, const rlock__neterr *e,
                      const char *what)
 {
-    if (rlock__redis_timed_out(ctx))
+    switch (e->code) {
+    case RLOCK_ENOREPLY:
         return rlock__fail(c, RLOCK_ENOREPLY,
-                           "%s: no reply from %s within %d ms", what,
-                           c->where,
-                           tl_reply_ms ? tl_reply_ms
-                                       : c->opts.command_timeout_ms);
-    switch (ctx->err) {
-    case REDIS_ERR_EOF:
-        return rlock__fail(c, RLOCK_EIO, "%s: %s closed the connection", what,
-                           c->where);
-    case REDIS_ERR_PROTOCOL:
-        return rlock__fail(c, RLOCK_EPROTO, "%s: protocol error from %s: %s",
-                           what, c->where, ctx->errstr);
-    case REDIS_ERR_OOM:
+                           "%s: no reply from %s within %d ms (%s)", what,
+                           c->where, c->opts.command_timeout_ms, e->msg);
+    case RLOCK_EPROTO:
+        return rlock__fail(c, RLOCK_EPROTO, "%s: bad reply from %s: %s",
+                           what, c->where, e->msg);
+    case RLOCK_ENOMEM:
         return rlock__fail(c, RLOCK_ENOMEM, "%s: out of memory", what);
+    case RLOCK_EIO:
+        return rlock__fail(c, RLOCK_EIO, "%s: connection to %s lost: %s",
+                           what, c->where, e->msg);
     default:
-        return rlock__fail(c, RLOCK_EIO, "%s: I/O error with %s: %s", what,
-                           c->where, ctx->errstr);
+        return rlock__fail(c, e->code ? e->code : RLOCK_EIO, "%s: %s: %s",
+                           what, c->where, e->msg);
     }
+}
+
+void rlock__endpoint_of(const rlock_client *c, const char *host, int port,
+                        const char *path, rlock__endpoint *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->host = host;
+    ep->port = port;
+    ep->path = path;
+    ep->tls = c->tls;
+    ep->sni = c->tls_sni;
+    ep->bounds.reply_bytes = c->opts.max_reply_bytes;
+    ep->bounds.bulk_bytes = c->opts.max_bulk_bytes;
+    ep->bounds.array_elements = c->opts.max_array_elements;
+    ep->bounds.depth = c->opts.max_depth;
+    ep->keepalive = path == NULL;
 }
 
 static int starts_with(const char *s, size_t len, const char *prefix)
@@ -157,134 +197,117 @@ int rlock__sync_replicas(const rlock_mutex *m)
                                      : m->c->opts.sync_replicas;
 }
 
-/* Sends argv on ctx and reads the reply; error replies are returned as
- * replies. On failure the connection is unusable. */
-static int roundtrip(rlock_client *c, redisContext *ctx, redisReply **out,
-                     int argc, const char **argv, const size_t *lens,
-                     const char *what)
+/* An exchange on ctx: ncmds commands in one write, every reply by
+ * deadline_ns; error replies are replies. On failure the connection is
+ * broken (the caller closes it) and the error is recorded. */
+int rlock__exchange(rlock_client *c, rlock__conn *ctx, int ncmds,
+                    const rlock__cmd *cmds, redisReply **replies,
+                    int64_t deadline_ns, const char *what)
 {
-    redisReply *r = redisCommandArgv(ctx, argc, argv, lens);
+    rlock__neterr e;
+    int sent = 0, rc;
 
-    if (!r)
-        return rlock__ctx_error(c, ctx, what);
-    *out = r;
+    rc = rlock__conn_call(ctx, ncmds, cmds, replies, deadline_ns, &e, &sent);
+    tl_sent = tl_sent || sent;
+    if (rc != RLOCK_OK)
+        return rlock__net_error(c, &e, what);
     return RLOCK_OK;
 }
 
-/* roundtrip, with "WAIT replicas wait_ms" sent behind argv in the same
- * write; *acks gets WAIT's answer, or -1 if it answered an error. */
-static int roundtrip_wait(rlock_client *c, redisContext *ctx,
-                          redisReply **out, int argc, const char **argv,
-                          const size_t *lens, const char *what, int replicas,
-                          int wait_ms, long long *acks)
+/* One command, by deadline_ns. */
+int rlock__command(rlock_client *c, rlock__conn *ctx, redisReply **out,
+                   int argc, const char **argv, const size_t *lens,
+                   int64_t deadline_ns, const char *what)
 {
-    char n[16], t[16];
-    const char *wargv[3] = {"WAIT", n, t};
-    void *r = NULL, *w = NULL;
+    rlock__cmd cmd = {argc, argv, lens};
 
-    snprintf(n, sizeof n, "%d", replicas);
-    snprintf(t, sizeof t, "%d", wait_ms);
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK ||
-        redisAppendCommandArgv(ctx, 3, wargv, NULL) != REDIS_OK)
-        return rlock__ctx_error(c, ctx, what);
-    if (redisGetReply(ctx, &r) != REDIS_OK || !r)
-        return rlock__ctx_error(c, ctx, what);
-    if (redisGetReply(ctx, &w) != REDIS_OK || !w) {
-        freeReplyObject(r);
-        return rlock__ctx_error(c, ctx, what);
-    }
-    *acks = ((redisReply *)w)->type == REDIS_REPLY_INTEGER
-                ? ((redisReply *)w)->integer
-                : -1;
-    freeReplyObject(w);
-    *out = r;
-    return RLOCK_OK;
-}
-
-/* An I/O failure while connecting is a failure to connect; keep its
- * detail. */
-static int as_connect_error(rlock_client *c)
-{
-    char detail[512];
-
-    snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
-    return rlock__fail(c, RLOCK_ECONNECT, "%s", detail);
+    return rlock__exchange(c, ctx, 1, &cmd, out, deadline_ns, what);
 }
 
 /* A connection lost while connecting is a failure to connect; a server
  * that accepted the connection but does not answer (stopped, overloaded)
- * is a timeout, as it is for any other command. */
+ * did not answer, as for any other command. */
 static int handshake_error(rlock_client *c, int rc)
 {
+    char detail[512];
+
     if (rc == RLOCK_ENOREPLY)
         return rlock__fail(c, RLOCK_ENOREPLY,
                            "connecting to %s: no reply within %d ms",
                            c->where, c->opts.connect_timeout_ms);
-    return rc == RLOCK_EIO ? as_connect_error(c) : rc;
+    if (rc != RLOCK_EIO && rc != RLOCK_EPROTO)
+        return rc;
+    snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
+    return rlock__fail(c, RLOCK_ECONNECT, "%s", detail);
 }
 
-/* Runs a handshake command; error replies become codes. */
-static int handshake(rlock_client *c, redisContext *ctx, int argc,
-                     const char **argv, const char *what)
+/*
+ * What a new connection must be told before it serves locks, in one write
+ * and one deadline: AUTH, SELECT, and the scripts if the client does not
+ * know their digests yet.
+ */
+static int handshake(rlock_client *c, rlock__conn *ctx, int64_t deadline_ns)
 {
-    redisReply *r = NULL;
-    int rc = roundtrip(c, ctx, &r, argc, argv, NULL, what);
+    rlock__cmd cmds[2 + RLOCK__S_COUNT];
+    const char *auth[3] = {"AUTH", c->username ? c->username : c->password,
+                           c->password};
+    const char *sel[2] = {"SELECT", NULL};
+    const char *load[RLOCK__S_COUNT][3];
+    redisReply *replies[2 + RLOCK__S_COUNT] = {0};
+    int n = 0, i, first_script, rc;
+    char db[16];
 
+    if (c->password) {
+        cmds[n].argc = c->username ? 3 : 2;
+        cmds[n].argv = auth;
+        cmds[n++].lens = NULL;
+    }
+    if (c->url.db != 0) {
+        snprintf(db, sizeof db, "%d", c->url.db);
+        sel[1] = db;
+        cmds[n].argc = 2;
+        cmds[n].argv = sel;
+        cmds[n++].lens = NULL;
+    }
+    first_script = n;
+    if (c->sha[0][0] == '\0')
+        for (i = 0; i < RLOCK__S_COUNT; i++) {
+            load[i][0] = "SCRIPT";
+            load[i][1] = "LOAD";
+            load[i][2] = rlock__script(i)->body;
+            cmds[n].argc = 3;
+            cmds[n].argv = load[i];
+            cmds[n++].lens = NULL;
+        }
+    if (n == 0)
+        return RLOCK_OK;
+    rc = rlock__exchange(c, ctx, n, cmds, replies, deadline_ns, "connecting");
     if (rc != RLOCK_OK)
         return handshake_error(c, rc);
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = rlock__reply_error(c, r);
-    freeReplyObject(r);
-    return rc;
-}
-
-int rlock__scripts_load(rlock_client *c, redisContext *ctx)
-{
-    int i, rc = RLOCK_OK;
-
-    for (i = 0; i < RLOCK__S_COUNT; i++) {
-        const char *argv[3] = {"SCRIPT", "LOAD", rlock__script(i)->body};
-        if (redisAppendCommandArgv(ctx, 3, argv, NULL) != REDIS_OK)
-            return rlock__ctx_error(c, ctx, "loading scripts");
-    }
-    for (i = 0; i < RLOCK__S_COUNT; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r)
-            return rlock__ctx_error(c, ctx, "loading scripts");
+    for (i = 0; i < n && rc == RLOCK_OK; i++) {
+        redisReply *r = replies[i];
         if (r->type == REDIS_REPLY_ERROR) {
-            if (rc == RLOCK_OK)
-                rc = rlock__reply_error(c, r);
-        } else if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-            if (rc == RLOCK_OK)
+            rc = rlock__reply_error(c, r);
+            if (i < first_script && rc == RLOCK_EREDIS)
+                rc = rlock__fail(c, RLOCK_EREDIS, "%s: %s", cmds[i].argv[0],
+                                 r->str);
+        } else if (i >= first_script) {
+            if (r->type != REDIS_REPLY_STRING || r->len != 40)
                 rc = rlock__fail(c, RLOCK_EPROTO,
                                  "SCRIPT LOAD answered something other "
                                  "than a digest");
-        } else {
-            memcpy(c->sha[i], r->str, 40);
-            c->sha[i][40] = '\0';
+            else {
+                memcpy(c->sha[i - first_script], r->str, 40);
+                c->sha[i - first_script][40] = '\0';
+            }
         }
-        freeReplyObject(r);
     }
+    for (i = 0; i < n; i++)
+        freeReplyObject(replies[i]);
     return rc;
 }
 
-/* Sets ctx's timeout to what is left of the connect timeout (which covers
- * the whole handshake), within the thread's bound. */
-static void handshake_timeout(rlock_client *c, redisContext *ctx,
-                              int64_t until_ns)
-{
-    int64_t left = (until_ns - rlock__now_ns()) / RLOCK__NS_PER_MS;
-    int ms = rlock__round_trip_ms(c->opts.connect_timeout_ms);
-
-    if (left < 1)
-        left = 1;
-    if (left < ms)
-        ms = (int)left;
-    tl_reply_ms = ms;
-    redisSetTimeout(ctx, ms_to_tv(ms));
-}
-
-int rlock__connect(rlock_client *c, redisContext **out)
+int rlock__connect(rlock_client *c, rlock__conn **out)
 {
     if (c->nsentinels)
         return rlock__sentinel_connect(c, out);
@@ -293,84 +316,52 @@ int rlock__connect(rlock_client *c, redisContext **out)
     return rlock__connect_to(c, c->url.host, c->url.port, c->url.path, out);
 }
 
-int rlock__connect_to(rlock_client *c, const char *host, int port,
-                      const char *path, redisContext **out)
+int rlock__open_conn(rlock_client *c, const char *host, int port,
+                     const char *path, int64_t deadline_ns,
+                     rlock__conn **out)
 {
-    int64_t until_ns = rlock__now_ns() + (int64_t)c->opts.connect_timeout_ms *
-                                             RLOCK__NS_PER_MS;
-    struct timeval ct =
-        ms_to_tv(rlock__round_trip_ms(c->opts.connect_timeout_ms));
-    redisContext *ctx;
-    char db[16];
+    rlock__endpoint ep;
+    rlock__neterr e;
     int rc;
 
-    if (path)
-        ctx = redisConnectUnixWithTimeout(path, ct);
-    else
-        ctx = redisConnectWithTimeout(host, port, ct);
-    if (!ctx)
-        return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
-    if (ctx->err) {
-        if (path)
-            rc = rlock__fail(c, RLOCK_ECONNECT, "cannot connect to %s: %s",
-                             c->where, ctx->errstr);
-        else
-            rc = rlock__fail(c, RLOCK_ECONNECT,
-                             "cannot connect to %s (%s:%d): %s", c->where,
-                             host, port, ctx->errstr);
-        redisFree(ctx);
-        return rc;
-    }
-    /* The handshake is part of connecting: a server that accepts the TCP
-     * connection but never answers (stopped, overloaded) fails here within
-     * the connect timeout. */
-    if (!path)
-        redisEnableKeepAlive(ctx);
-    rc = RLOCK_OK;
-    if (c->password) {
-        const char *argv[3] = {"AUTH", c->username ? c->username : c->password,
-                               c->password};
-        handshake_timeout(c, ctx, until_ns);
-        rc = handshake(c, ctx, c->username ? 3 : 2, argv, "AUTH");
-    }
-    if (rc == RLOCK_OK && c->url.db != 0) {
-        const char *argv[2] = {"SELECT", db};
-        snprintf(db, sizeof db, "%d", c->url.db);
-        handshake_timeout(c, ctx, until_ns);
-        rc = handshake(c, ctx, 2, argv, "SELECT");
-    }
-    if (rc == RLOCK_OK && c->sha[0][0] == '\0') {
-        handshake_timeout(c, ctx, until_ns);
-        rc = rlock__scripts_load(c, ctx);
-        rc = handshake_error(c, rc);
-    }
+    rlock__endpoint_of(c, host, port, path, &ep);
+    rc = rlock__conn_open(&ep, deadline_ns, out, &e);
+    if (rc == RLOCK_ENOREPLY)
+        return rlock__fail(c, rc, "connecting to %s: %s", c->where, e.msg);
     if (rc != RLOCK_OK) {
-        redisFree(ctx);
+        if (path || (host && c->url.host && strcmp(host, c->url.host) == 0 &&
+                     port == c->url.port))
+            return rlock__fail(c, rc, "cannot connect to %s: %s", c->where,
+                               e.msg);
+        return rlock__fail(c, rc, "cannot connect to %s (%s:%d): %s",
+                           c->where, host, port, e.msg);
+    }
+    return RLOCK_OK;
+}
+
+int rlock__connect_to(rlock_client *c, const char *host, int port,
+                      const char *path, rlock__conn **out)
+{
+    int64_t deadline = rlock__deadline(c->opts.connect_timeout_ms);
+    rlock__conn *ctx;
+    int rc;
+
+    rc = rlock__open_conn(c, host, port, path, deadline, &ctx);
+    if (rc != RLOCK_OK)
+        return rc;
+    if ((rc = handshake(c, ctx, deadline)) != RLOCK_OK) {
+        rlock__conn_close(ctx);
         return rc;
     }
-    redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));
     *out = ctx;
     return RLOCK_OK;
 }
 
-/* A healthy idle connection has nothing to read; EOF, a reset or stray
- * bytes all mean it must not be reused. */
-static int idle_conn_ok(redisContext *ctx)
+int rlock__conn_get(rlock_client *c, rlock__conn **out)
 {
-    struct pollfd p;
-
-    if (ctx->err)
-        return 0;
-    p.fd = rlock__redis_fd(ctx);
-    p.events = POLLIN;
-    p.revents = 0;
-    return poll(&p, 1, 0) == 0;
-}
-
-int rlock__conn_get(rlock_client *c, redisContext **out)
-{
+    int64_t deadline = rlock__deadline(c->opts.command_timeout_ms);
     struct timespec until;
-    int rc, wait_ms = rlock__round_trip_ms(c->opts.command_timeout_ms);
+    int rc;
 
     /* A Redlock client talks to its nodes only through redlock.c; a
      * request meant for one server must not reach it. */
@@ -379,27 +370,22 @@ int rlock__conn_get(rlock_client *c, redisContext **out)
                            "this operation is not available on a redlock:// "
                            "client");
 
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += wait_ms / 1000;
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    until.tv_sec = (time_t)(deadline / 1000000000);
+    until.tv_nsec = (long)(deadline % 1000000000);
     pthread_mutex_lock(&c->pool_mu);
     for (;;) {
         while (c->nidle > 0) {
-            redisContext *ctx = c->idle[--c->nidle];
-            if (idle_conn_ok(ctx)) {
+            rlock__conn *ctx = c->idle[--c->nidle];
+            if (rlock__conn_idle_ok(ctx)) {
                 pthread_mutex_unlock(&c->pool_mu);
                 *out = ctx;
                 return RLOCK_OK;
             }
-            redisFree(ctx);
+            rlock__conn_close(ctx);
             c->nopen--;
         }
         if (c->nopen < c->opts.max_connections) {
-            redisContext *ctx = NULL;
+            rlock__conn *ctx = NULL;
             c->nopen++;
             pthread_mutex_unlock(&c->pool_mu);
             rc = rlock__connect(c, &ctx);
@@ -417,17 +403,19 @@ int rlock__conn_get(rlock_client *c, redisContext **out)
             c->nidle == 0 && c->nopen >= c->opts.max_connections) {
             pthread_mutex_unlock(&c->pool_mu);
             return rlock__fail(c, RLOCK_ENOREPLY,
-                               "no free connection to %s within %d ms",
-                               c->where, c->opts.command_timeout_ms);
+                               "no free connection to %s in time (all %d "
+                               "busy)",
+                               c->where, c->opts.max_connections);
         }
     }
 }
 
-void rlock__conn_put(rlock_client *c, redisContext *ctx, int broken)
+void rlock__conn_put(rlock_client *c, rlock__conn *ctx, int broken)
 {
     pthread_mutex_lock(&c->pool_mu);
-    if (broken || ctx->err) {
-        redisFree(ctx);
+    if (broken || rlock__conn_error(ctx)->code != 0 ||
+        rlock__conn_pending(ctx) > 0) {
+        rlock__conn_close(ctx);
         c->nopen--;
     } else {
         c->idle[c->nidle++] = ctx;
@@ -440,7 +428,7 @@ void rlock__pool_drain(rlock_client *c)
 {
     pthread_mutex_lock(&c->pool_mu);
     while (c->nidle > 0) {
-        redisFree(c->idle[--c->nidle]);
+        rlock__conn_close(c->idle[--c->nidle]);
         c->nopen--;
     }
     pthread_mutex_unlock(&c->pool_mu);
@@ -466,14 +454,111 @@ int rlock__eval_sync(rlock_client *c, enum rlock__script s, redisReply **out,
                           arg_lens, replicas, acks, 0);
 }
 
-/* ASKING before a command for a slot being imported (Cluster's ASK). */
-static int send_asking(rlock_client *c, redisContext *ctx, const char *what)
+int rlock__script_argv(rlock_client *c, enum rlock__script s, int nkeys,
+                       const char **keys, const size_t *key_lens, int nargs,
+                       const char **args, const size_t *arg_lens,
+                       rlock__script_call *call)
 {
-    redisReply *r = redisCommand(ctx, "ASKING");
+    int argc = 3 + nkeys + nargs, i;
 
-    if (!r)
-        return rlock__ctx_error(c, ctx, what);
-    freeReplyObject(r);
+    call->argv = call->small_argv;
+    call->lens = call->small_lens;
+    if (argc > RLOCK__SMALL_ARGV) {
+        call->argv = malloc(sizeof *call->argv * (size_t)argc);
+        call->lens = malloc(sizeof *call->lens * (size_t)argc);
+        if (!call->argv || !call->lens) {
+            free(call->argv);
+            free(call->lens);
+            call->argv = NULL;
+            call->lens = NULL;
+            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
+        }
+    }
+    call->argc = argc;
+    snprintf(call->nk, sizeof call->nk, "%d", nkeys);
+    call->argv[0] = "EVALSHA";
+    call->argv[1] = c->sha[s];
+    call->argv[2] = call->nk;
+    for (i = 0; i < nkeys; i++) {
+        call->argv[3 + i] = keys[i];
+        call->lens[3 + i] = key_lens[i];
+    }
+    for (i = 0; i < nargs; i++) {
+        call->argv[3 + nkeys + i] = args[i];
+        call->lens[3 + nkeys + i] = arg_lens[i];
+    }
+    if (c->sha[s][0] == '\0')
+        rlock__script_call_body(call, s);
+    call->lens[0] = strlen(call->argv[0]);
+    call->lens[1] = strlen(call->argv[1]);
+    call->lens[2] = strlen(call->nk);
+    return RLOCK_OK;
+}
+
+void rlock__script_call_body(rlock__script_call *call, enum rlock__script s)
+{
+    call->argv[0] = "EVAL";
+    call->argv[1] = rlock__script(s)->body;
+    call->lens[0] = 4;
+    call->lens[1] = strlen(call->argv[1]);
+}
+
+void rlock__script_call_free(rlock__script_call *call)
+{
+    if (call->argv != call->small_argv) {
+        free(call->argv);
+        free(call->lens);
+    }
+}
+
+int rlock__is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && r->str &&
+           strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* The script (behind ASKING, in front of WAIT, as asked) in one write. */
+static int eval_once(rlock_client *c, rlock__conn *ctx,
+                     rlock__script_call *call, int asking, int replicas,
+                     int wait_ms, int64_t deadline, const char *what,
+                     redisReply **out, long long *acks)
+{
+    const char *asking_argv[1] = {"ASKING"};
+    const char *wait_argv[3] = {"WAIT", NULL, NULL};
+    rlock__cmd cmds[3];
+    redisReply *replies[3] = {0};
+    char n[16], t[16];
+    int ncmds = 0, i, rc, script_at;
+
+    if (asking) {
+        cmds[ncmds].argc = 1;
+        cmds[ncmds].argv = asking_argv;
+        cmds[ncmds++].lens = NULL;
+    }
+    script_at = ncmds;
+    cmds[ncmds].argc = call->argc;
+    cmds[ncmds].argv = call->argv;
+    cmds[ncmds++].lens = call->lens;
+    if (replicas > 0) {
+        snprintf(n, sizeof n, "%d", replicas);
+        snprintf(t, sizeof t, "%d", wait_ms);
+        wait_argv[1] = n;
+        wait_argv[2] = t;
+        cmds[ncmds].argc = 3;
+        cmds[ncmds].argv = wait_argv;
+        cmds[ncmds++].lens = NULL;
+    }
+    rc = rlock__exchange(c, ctx, ncmds, cmds, replies, deadline, what);
+    if (rc != RLOCK_OK)
+        return rc;
+    if (replicas > 0)
+        *acks = replies[ncmds - 1]->type == REDIS_REPLY_INTEGER
+                    ? replies[ncmds - 1]->integer
+                    : -1;
+    for (i = 0; i < ncmds; i++)
+        if (i != script_at)
+            freeReplyObject(replies[i]);
+    *out = replies[script_at];
     return RLOCK_OK;
 }
 
@@ -483,101 +568,48 @@ int rlock__eval_ex(rlock_client *c, enum rlock__script s, redisReply **out,
                    int replicas, long long *acks, int asking)
 {
     const rlock__script_src *src = rlock__script(s);
-    const char *small_argv[16];
-    size_t small_lens[16];
-    const char **argv = small_argv;
-    size_t *lens = small_lens;
-    int argc = 3 + nkeys + nargs, i, rc, full_ms;
-    char nk[16];
-    redisContext *ctx;
+    rlock__script_call call;
+    int rc, wait_ms = 0;
+    int64_t deadline;
+    rlock__conn *ctx;
     redisReply *r = NULL;
 
-    if (argc > 16) {
-        argv = malloc(sizeof *argv * (size_t)argc);
-        lens = malloc(sizeof *lens * (size_t)argc);
-        if (!argv || !lens) {
-            free(argv);
-            free(lens);
-            return rlock__fail(c, RLOCK_ENOMEM, "out of memory");
-        }
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = c->sha[s];
-    argv[2] = nk;
-    for (i = 0; i < nkeys; i++) {
-        argv[3 + i] = keys[i];
-        lens[3 + i] = key_lens[i];
-    }
-    for (i = 0; i < nargs; i++) {
-        argv[3 + nkeys + i] = args[i];
-        lens[3 + nkeys + i] = arg_lens[i];
-    }
-    if (c->sha[s][0] == '\0') {
-        argv[0] = "EVAL";
-        argv[1] = src->body;
-    }
-    lens[0] = strlen(argv[0]);
-    lens[1] = strlen(argv[1]);
-    lens[2] = strlen(nk);
-
+    rc = rlock__script_argv(c, s, nkeys, keys, key_lens, nargs, args,
+                            arg_lens, &call);
+    if (rc != RLOCK_OK)
+        return rc;
     tl_sent = 0;
-    tl_reply_ms = 0;
     if (acks)
         *acks = replicas;
     /* With a WAIT behind the script, its reply may come sync_timeout_ms
-     * later; WAIT itself never waits past the round trip's bound. */
-    full_ms = c->opts.command_timeout_ms +
-              (replicas > 0 ? c->opts.sync_timeout_ms : 0);
+     * later; WAIT itself never waits past the exchange's deadline. */
+    deadline = rlock__deadline(c->opts.command_timeout_ms);
+    if (replicas > 0) {
+        deadline += (int64_t)c->opts.sync_timeout_ms * RLOCK__NS_PER_MS;
+        if (tl_bound_ns != 0 && tl_bound_ns < deadline)
+            deadline = tl_bound_ns;
+        wait_ms = (int)((deadline - rlock__now_ns()) / RLOCK__NS_PER_MS);
+        if (wait_ms > c->opts.sync_timeout_ms)
+            wait_ms = c->opts.sync_timeout_ms;
+        if (wait_ms < 1)
+            wait_ms = 1;
+    }
     rc = rlock__conn_get(c, &ctx);
     if (rc == RLOCK_OK) {
-        int reply_ms = rlock__round_trip_ms(full_ms);
-        int wait_ms = reply_ms < c->opts.sync_timeout_ms
-                          ? reply_ms
-                          : c->opts.sync_timeout_ms;
-        if (reply_ms != c->opts.command_timeout_ms)
-            redisSetTimeout(ctx, ms_to_tv(reply_ms));
-        tl_reply_ms = reply_ms;
-        tl_sent = 1;
-        rc = asking ? send_asking(c, ctx, src->name) : RLOCK_OK;
-        if (rc == RLOCK_OK)
-            rc = replicas > 0
-                     ? roundtrip_wait(c, ctx, &r, argc, argv, lens, src->name,
-                                      replicas, wait_ms, acks)
-                     : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+        rc = eval_once(c, ctx, &call, asking, replicas, wait_ms, deadline,
+                       src->name, &r, acks);
         /* The script cache is empty after a restart or SCRIPT FLUSH: send
          * the body once, which caches it again under the same digest. */
-        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR && r->str &&
-            strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        if (rc == RLOCK_OK && rlock__is_noscript(r)) {
             freeReplyObject(r);
             r = NULL;
-            argv[0] = "EVAL";
-            argv[1] = src->body;
-            lens[0] = 4;
-            lens[1] = strlen(src->body);
-            /* What is left of the bound, not what was left before. */
-            if (reply_ms != c->opts.command_timeout_ms) {
-                reply_ms = rlock__round_trip_ms(full_ms);
-                redisSetTimeout(ctx, ms_to_tv(reply_ms));
-                tl_reply_ms = reply_ms;
-                if (reply_ms < wait_ms)
-                    wait_ms = reply_ms;
-            }
-            rc = asking ? send_asking(c, ctx, src->name) : RLOCK_OK;
-            if (rc == RLOCK_OK)
-                rc = replicas > 0
-                         ? roundtrip_wait(c, ctx, &r, argc, argv, lens,
-                                          src->name, replicas, wait_ms, acks)
-                         : roundtrip(c, ctx, &r, argc, argv, lens, src->name);
+            rlock__script_call_body(&call, s);
+            rc = eval_once(c, ctx, &call, asking, replicas, wait_ms, deadline,
+                           src->name, &r, acks);
         }
-        if (reply_ms != c->opts.command_timeout_ms && rc == RLOCK_OK)
-            redisSetTimeout(ctx, ms_to_tv(c->opts.command_timeout_ms));
         rlock__conn_put(c, ctx, rc != RLOCK_OK);
     }
-    if (argv != small_argv) {
-        free(argv);
-        free(lens);
-    }
+    rlock__script_call_free(&call);
     if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR) {
         rc = rlock__reply_error(c, r);
         freeReplyObject(r);

@@ -21,6 +21,8 @@
 #include <rlock/rlock.h>
 
 #include "compat/hiredis_compat.h"
+#include "net/conn.h"
+#include "net/tls.h"
 
 /* ---- errors (error.c) --------------------------------------------------- */
 
@@ -47,6 +49,8 @@ typedef struct rlock__url {
     char *path; /* unix socket path, or NULL */
     char *user; /* NULL if none */
     char *password;
+    rlock__tls_ctx *tls; /* NULL: plain text */
+    char *tls_sni;       /* name to send and verify instead of the host */
     int db;
 } rlock__url;
 
@@ -120,38 +124,92 @@ const rlock__script_src *rlock__script(enum rlock__script s);
 
 /* ---- connections (conn.c) ---------------------------------------------- */
 
-/* Opens one connection with the client's URL, timeouts and credentials. */
-int rlock__connect(rlock_client *c, redisContext **out);
+/* Opens one connection with the client's URL, deadline and credentials. */
+int rlock__connect(rlock_client *c, rlock__conn **out);
+/* The same to host:port (or the unix socket path): the transport, then
+ * AUTH, SELECT and the scripts, by the connect timeout (within the
+ * thread's deadline). */
+int rlock__connect_to(rlock_client *c, const char *host, int port,
+                      const char *path, rlock__conn **out);
+/* Only the transport (no AUTH, SELECT or scripts), by deadline_ns: for
+ * sentinels and cluster seeds, which are told what they need by the
+ * caller. Errors recorded. */
+int rlock__open_conn(rlock_client *c, const char *host, int port,
+                     const char *path, int64_t deadline_ns,
+                     rlock__conn **out);
+/* What an endpoint of this client looks like (TLS, bounds). */
+void rlock__endpoint_of(const rlock_client *c, const char *host, int port,
+                        const char *path, rlock__endpoint *ep);
 /* Takes a connection from the pool (opening one if needed). */
-int rlock__conn_get(rlock_client *c, redisContext **out);
-/* Returns a connection; broken != 0 closes it instead. */
-void rlock__conn_put(rlock_client *c, redisContext *ctx, int broken);
+int rlock__conn_get(rlock_client *c, rlock__conn **out);
+/* Returns a connection; broken != 0 (or a connection that failed or still
+ * expects replies) closes it instead. */
+void rlock__conn_put(rlock_client *c, rlock__conn *ctx, int broken);
 /* Closes every idle connection (fork, close). */
 void rlock__pool_drain(rlock_client *c);
 
-/* Maps a context error to a code and records the detail. */
 /*
- * Bounds the calling thread's round trips (connecting, waiting for a pooled
- * connection, a reply) to end by deadline_ns on the monotonic clock, on top
- * of the client's timeouts; 0 removes the bound. Only the background thread
- * sets one (rlock__bound_background), so that a slow or hung Redis cannot
- * keep it from telling a holder its lease ran out.
+ * Deadlines (see conn.c). rlock__call_begin fixes the calling thread's
+ * deadline for one API call (or one attempt of a waiting call): the
+ * command timeout from now. rlock__limit_round_trips sets the background
+ * thread's bound instead (0: none) and forgets any call deadline.
+ * rlock__deadline(timeout_ms) is when an exchange that may take timeout_ms
+ * must end: now + timeout_ms, or the thread's deadline or bound if sooner.
  */
+void rlock__call_begin(const rlock_client *c);
+/* Replaces the calling thread's call deadline (0: none) and returns the
+ * one it had: rlock_client_open, which may run inside another call,
+ * connects by the connect timeout alone. */
+int64_t rlock__call_swap(int64_t deadline_ns);
 void rlock__limit_round_trips(int64_t deadline_ns);
-/* timeout_ms, or less if the calling thread's bound comes sooner (>= 1). */
+int64_t rlock__deadline(int timeout_ms);
+/* What is left until rlock__deadline(timeout_ms), in ms (>= 1). */
 int rlock__round_trip_ms(int timeout_ms);
 
 /*
  * Whether a failed rlock__eval (rc) may have been carried out by Redis:
- * the request was sent and no reply came (connection lost, or no reply
- * within the timeout). A timeout before sending (no free connection, a
- * connect that did not finish) is not. About the calling thread's last
- * rlock__eval.
+ * the request was sent and no reply came (connection lost, no reply by
+ * the deadline, a reply too large to read). A failure before sending (no
+ * free connection, a connect that did not finish) is not. About the
+ * calling thread's last rlock__eval.
  */
 int rlock__outcome_unknown(int rc);
 
-int rlock__ctx_error(rlock_client *c, const redisContext *ctx,
+/* Records a connection's failure (e) during what, naming the server. */
+int rlock__net_error(rlock_client *c, const rlock__neterr *e,
                      const char *what);
+/* ncmds commands in one write, every reply by deadline_ns (error replies
+ * are replies): RLOCK_OK, or the failure recorded; the connection is then
+ * broken. */
+int rlock__exchange(rlock_client *c, rlock__conn *ctx, int ncmds,
+                    const rlock__cmd *cmds, redisReply **replies,
+                    int64_t deadline_ns, const char *what);
+int rlock__command(rlock_client *c, rlock__conn *ctx, redisReply **out,
+                   int argc, const char **argv, const size_t *lens,
+                   int64_t deadline_ns, const char *what);
+
+/* A script call's argv: EVALSHA digest nkeys keys... args... (EVAL body
+ * while the digest is not known). */
+#define RLOCK__SMALL_ARGV 16
+typedef struct rlock__script_call {
+    const char **argv;
+    size_t *lens;
+    int argc;
+    char nk[16];
+    const char *small_argv[RLOCK__SMALL_ARGV];
+    size_t small_lens[RLOCK__SMALL_ARGV];
+} rlock__script_call;
+
+int rlock__script_argv(rlock_client *c, enum rlock__script s, int nkeys,
+                       const char **keys, const size_t *key_lens, int nargs,
+                       const char **args, const size_t *arg_lens,
+                       rlock__script_call *call);
+/* Turns call into EVAL with the script's body (after NOSCRIPT). */
+void rlock__script_call_body(rlock__script_call *call, enum rlock__script s);
+void rlock__script_call_free(rlock__script_call *call);
+/* Whether r is Redis's NOSCRIPT error. */
+int rlock__is_noscript(const redisReply *r);
+
 /* Maps an error reply to a code and records the detail. */
 int rlock__reply_error(rlock_client *c, const redisReply *r);
 
@@ -185,8 +243,6 @@ int rlock__sync_replicas(const rlock_mutex *m);
 int rlock__replicas_error(rlock_client *c, const char *what, long long acks,
                           int wanted, const char *what_done);
 
-/* Loads every script on ctx and records the SHA1 digests. */
-int rlock__scripts_load(rlock_client *c, redisContext *ctx);
 
 /* ---- the lock's keys ---------------------------------------------------- */
 
@@ -295,8 +351,12 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next);
  * at once, not a command timeout later. mu held. */
 void rlock__bound_background(rlock_client *c);
 void rlock__sub_step(rlock_client *c, int64_t *next);
-/* Reads what arrived on the subscriber connection (mu not held). */
-void rlock__sub_read(rlock_client *c);
+/* Serves the subscriber connection after poll reported revents on it
+ * (mu not held): writes what is queued, reads what arrived. */
+void rlock__sub_read(rlock_client *c, short revents);
+/* The subscriber connection's descriptor and the events it waits for
+ * (0: none, or no connection). Background thread only. */
+short rlock__sub_events(rlock_client *c, int *fd);
 void rlock__sub_shutdown(rlock_client *c);
 
 /* Subscribes to m's channel (mu held); returns 1 if it is active. */
@@ -374,15 +434,11 @@ int rlock__rl_wait(rlock_mutex *m, int64_t deadline_ns, int forever);
 int rlock__sentinel_parse(rlock_client *c, const char *spec);
 /* Connects to the master the sentinels name (asking them if needed) and
  * checks that it is the master. */
-int rlock__sentinel_connect(rlock_client *c, redisContext **out);
+int rlock__sentinel_connect(rlock_client *c, rlock__conn **out);
 /* After a call failed with rc: if the master may have changed, ask the
  * sentinels before the next connection. */
 void rlock__sentinel_suspect(rlock_client *c, int rc);
 void rlock__sentinel_free(rlock_client *c);
-/* Opens one connection to host:port (or the unix socket path) with the
- * client's timeouts and credentials; the handshake of rlock__connect. */
-int rlock__connect_to(rlock_client *c, const char *host, int port,
-                      const char *path, redisContext **out);
 
 /* ---- Redis Cluster (cluster.c) ----------------------------------------- */
 
@@ -405,7 +461,7 @@ int rlock__cluster_eval(rlock_client *c, enum rlock__script s,
                         long long *acks);
 int rlock__cluster_ping(rlock_client *c, rlock_server_info *info);
 /* A connection to any node (the subscriber's). */
-int rlock__cluster_connect(rlock_client *c, redisContext **out);
+int rlock__cluster_connect(rlock_client *c, rlock__conn **out);
 void rlock__cluster_free(rlock_client *c);
 void rlock__cluster_after_fork(rlock_client *c);
 /* rlock__eval_sync on this very server; asking: send ASKING first. */
@@ -442,6 +498,8 @@ struct rlock_client {
     char *prefix;
     char *username;
     char *password;
+    rlock__tls_ctx *tls; /* NULL: plain text */
+    char *tls_sni;       /* name to send and verify instead of the host */
 
     char id[RLOCK__ID_LEN + 1];
     unsigned fork_gen;
@@ -451,7 +509,7 @@ struct rlock_client {
 
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
-    redisContext **idle;
+    rlock__conn **idle;
     int nidle;
     int nopen;
 
@@ -472,7 +530,7 @@ struct rlock_client {
     int64_t bg_sleep_until; /* its poll ends by then; 0: it is busy */
     int bg_pipe[2];
     int sub_up; /* the subscriber connection is established */
-    redisContext *sub_ctx;   /* owned by the background thread */
+    rlock__conn *sub_ctx;    /* owned by the background thread */
     int64_t sub_retry_at;    /* monotonic ns: next reconnect attempt */
     uint64_t next_hold_serial;
     /* The mutex whose on_lost is running now; rlock_mutex_free waits for

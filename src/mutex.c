@@ -509,6 +509,18 @@ static int own_hold(rlock_mutex *m, uint64_t thread, uint64_t *token,
         return rlock__fail(c, RLOCK_ELOST,
                            "the hold was lost before this call");
     }
+    /* The lease as this client counts it (from the moment the last
+     * acquisition or renewal that Redis confirmed was sent) is over: Redis
+     * may have given the lock to someone else already, whatever a reply
+     * still on its way would say. The background thread reports it too;
+     * this call need not wait for that. */
+    if (h->valid_until <= rlock__now_ns()) {
+        rlock__hold_remove(c, h);
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(c, RLOCK_ELOST,
+                           "the hold's lease ended before this call, with "
+                           "no renewal confirmed in time");
+    }
     *token = h->token;
     *count = h->count;
     if (unknown)
@@ -694,6 +706,13 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
         rc = rlock__fail(c, RLOCK_ELOST,
                          "the hold had expired or was taken by another "
                          "owner; nothing was extended");
+    } else if (h && h->lost) {
+        /* Told lost already (the old lease ran out while this call
+         * waited for its reply): it stays lost. */
+        rlock__hold_remove(c, h);
+        rc = rlock__fail(c, RLOCK_ELOST,
+                         "the hold was reported lost before the extension "
+                         "was confirmed");
     } else if (h) {
         h->valid_until = t0 + lease_ms * RLOCK__NS_PER_MS - drift_ns;
         h->cur_lease_ms = lease_ms;

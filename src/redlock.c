@@ -439,6 +439,11 @@ int rlock__rl_open(rlock_client *c, const char *spec,
     c->node_opts.key_prefix = c->prefix;
     c->node_opts.username = c->username;
     c->node_opts.password = c->password;
+    /* The client's own copies: nodes are opened later too. */
+    c->node_opts.tls_ca_file = c->opts.tls_ca_file;
+    c->node_opts.tls_cert_file = c->opts.tls_cert_file;
+    c->node_opts.tls_key_file = c->opts.tls_key_file;
+    c->node_opts.tls_sni = c->opts.tls_sni;
     for (p = spec; p < end;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);

@@ -65,28 +65,30 @@ int rlock__sentinel_parse(rlock_client *c, const char *spec)
     return RLOCK_OK;
 }
 
-/* Asks the sentinels, in the order given, where the master is. */
+/* Asks the sentinels, in the order given, where the master is. Each is
+ * given the connect timeout for the whole exchange, within the call's
+ * deadline. */
 static int resolve(rlock_client *c)
 {
-    struct timeval tv;
     char errs[400] = "";
     size_t len = 0;
     int i, known = 0;
 
-    tv.tv_sec = c->opts.connect_timeout_ms / 1000;
-    tv.tv_usec = (c->opts.connect_timeout_ms % 1000) * 1000;
     for (i = 0; i < c->nsentinels; i++) {
         const rlock__url *s = &c->sentinels[i];
-        redisContext *ctx = redisConnectWithTimeout(s->host, s->port, tv);
+        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
+                               c->master_name};
+        int64_t deadline = rlock__deadline(c->opts.connect_timeout_ms);
+        rlock__conn *ctx = NULL;
         redisReply *r = NULL;
+        int rc;
 
-        if (ctx && !ctx->err) {
-            redisSetTimeout(ctx, tv);
-            r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s",
-                             c->master_name);
-        }
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
+        rc = rlock__open_conn(c, s->host, s->port, NULL, deadline, &ctx);
+        if (rc == RLOCK_OK)
+            rc = rlock__command(c, ctx, &r, 3, argv, NULL, deadline,
+                                "SENTINEL get-master-addr-by-name");
+        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ARRAY &&
+            r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
             r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[0]->len < (int)sizeof c->master_host) {
             pthread_mutex_lock(&c->addr_mu);
@@ -96,23 +98,21 @@ static int resolve(rlock_client *c)
             c->addr_stale = 0;
             pthread_mutex_unlock(&c->addr_mu);
             freeReplyObject(r);
-            redisFree(ctx);
+            rlock__conn_close(ctx);
             return RLOCK_OK;
         }
-        if (r && r->type == REDIS_REPLY_NIL)
+        if (rc == RLOCK_OK && r->type == REDIS_REPLY_NIL)
             known = 1;
         if (len < sizeof errs)
             len += (size_t)snprintf(
                 errs + len, sizeof errs - len, "; %s:%d: %s", s->host, s->port,
-                !ctx || ctx->err ? (ctx ? ctx->errstr : "out of memory")
-                : !r             ? "no answer"
+                rc != RLOCK_OK                 ? rlock_client_errmsg(c)
                 : r->type == REDIS_REPLY_NIL   ? "does not know this master"
                 : r->type == REDIS_REPLY_ERROR ? r->str
                                                : "unexpected answer");
         if (r)
             freeReplyObject(r);
-        if (ctx)
-            redisFree(ctx);
+        rlock__conn_close(ctx);
     }
     return rlock__fail(c, known ? RLOCK_EUNAVAILABLE : RLOCK_ECONNECT,
                        "no sentinel named the master '%s'%s", c->master_name,
@@ -120,14 +120,17 @@ static int resolve(rlock_client *c)
 }
 
 /* ROLE on a new connection: only the master will do. */
-static int check_role(rlock_client *c, redisContext *ctx, const char *host,
+static int check_role(rlock_client *c, rlock__conn *ctx, const char *host,
                       int port)
 {
-    redisReply *r = redisCommand(ctx, "ROLE");
-    int rc = RLOCK_OK;
+    const char *argv[1] = {"ROLE"};
+    redisReply *r = NULL;
+    int rc;
 
-    if (!r)
-        return rlock__ctx_error(c, ctx, "ROLE");
+    rc = rlock__command(c, ctx, &r, 1, argv, NULL,
+                        rlock__deadline(c->opts.command_timeout_ms), "ROLE");
+    if (rc != RLOCK_OK)
+        return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = rlock__reply_error(c, r);
     else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -142,7 +145,7 @@ static int check_role(rlock_client *c, redisContext *ctx, const char *host,
     return rc;
 }
 
-int rlock__sentinel_connect(rlock_client *c, redisContext **out)
+int rlock__sentinel_connect(rlock_client *c, rlock__conn **out)
 {
     int attempt, rc = RLOCK_OK;
 
@@ -151,7 +154,7 @@ int rlock__sentinel_connect(rlock_client *c, redisContext **out)
     for (attempt = 0; attempt < 2; attempt++) {
         char host[sizeof c->master_host];
         int port, stale;
-        redisContext *ctx = NULL;
+        rlock__conn *ctx = NULL;
 
         pthread_mutex_lock(&c->addr_mu);
         stale = c->addr_stale;
@@ -169,7 +172,7 @@ int rlock__sentinel_connect(rlock_client *c, redisContext **out)
                 *out = ctx;
                 return RLOCK_OK;
             }
-            redisFree(ctx);
+            rlock__conn_close(ctx);
         }
         if (rc != RLOCK_ECONNECT && rc != RLOCK_ENOREPLY && rc != RLOCK_EIO &&
             rc != RLOCK_EUNAVAILABLE)

@@ -161,7 +161,7 @@ static void sub_drop(rlock_client *c)
     rlock__sub *s, *next;
 
     if (c->sub_ctx) {
-        redisFree(c->sub_ctx);
+        rlock__conn_close(c->sub_ctx);
         c->sub_ctx = NULL;
     }
     c->sub_up = 0;
@@ -178,7 +178,7 @@ static void sub_drop(rlock_client *c)
 void rlock__sub_step(rlock_client *c, int64_t *next)
 {
     rlock__sub *s, *nexts;
-    int pending = 0, done = 0;
+    int pending = 0;
 
     if (!c->subs) {
         /* Nobody waits for anything: keep no idle connection open. */
@@ -187,7 +187,7 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
         return;
     }
     if (!c->sub_ctx) {
-        redisContext *ctx = NULL;
+        rlock__conn *ctx = NULL;
         int64_t now = rlock__now_ns();
         int rc;
 
@@ -208,6 +208,7 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
                 *next = c->sub_retry_at;
             return;
         }
+        rlock__conn_set_push(ctx, 1);
         c->sub_ctx = ctx;
         c->sub_up = 1;
         for (s = c->subs; s; s = s->next)
@@ -224,7 +225,7 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
                 lens[0] = 11;
                 argv[1] = s->channel;
                 lens[1] = s->channel_len;
-                redisAppendCommandArgv(c->sub_ctx, 2, argv, lens);
+                rlock__conn_append(c->sub_ctx, 2, argv, lens);
                 pending = 1;
             }
             sub_remove(c, s);
@@ -233,20 +234,16 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
             lens[0] = 9;
             argv[1] = s->channel;
             lens[1] = s->channel_len;
-            redisAppendCommandArgv(c->sub_ctx, 2, argv, lens);
+            rlock__conn_append(c->sub_ctx, 2, argv, lens);
             s->state = RLOCK__SUB_SENT;
             pending = 1;
         }
     }
-    /* A few dozen bytes into an idle socket's send buffer: this does not
-     * block in practice, and the socket's send timeout bounds it if it
-     * did. */
-    while (pending && !done) {
-        if (redisBufferWrite(c->sub_ctx, &done) != REDIS_OK) {
-            sub_drop(c);
-            return;
-        }
-    }
+    /* Written at once as far as the socket takes it, never waiting: what
+     * is left goes out when the background thread's poll finds the socket
+     * writable (rlock__sub_events). */
+    if (pending && rlock__conn_io(c->sub_ctx, 0) != RLOCK_OK)
+        sub_drop(c);
 }
 
 /* The longest-waiting thread of the Redisson channel ch that is not
@@ -328,9 +325,9 @@ static void handle(rlock_client *c, const redisReply *r)
     }
 }
 
-void rlock__sub_read(rlock_client *c)
+void rlock__sub_read(rlock_client *c, short revents)
 {
-    redisContext *ctx;
+    rlock__conn *ctx;
     int failed;
 
     /* Only this thread touches sub_ctx after creating it. */
@@ -339,15 +336,11 @@ void rlock__sub_read(rlock_client *c)
     pthread_mutex_unlock(&c->mu);
     if (!ctx)
         return;
-    failed = redisBufferRead(ctx) != REDIS_OK;
+    failed = rlock__conn_io(ctx, revents) != RLOCK_OK;
     pthread_mutex_lock(&c->mu);
-    while (!failed) {
+    for (;;) {
         redisReply *r = NULL;
-        if (redisReaderGetReply(ctx->reader, (void **)&r) != REDIS_OK) {
-            failed = 1;
-            break;
-        }
-        if (!r)
+        if (!rlock__conn_take(ctx, &r))
             break;
         handle(c, r);
         freeReplyObject(r);
@@ -359,10 +352,18 @@ void rlock__sub_read(rlock_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+short rlock__sub_events(rlock_client *c, int *fd)
+{
+    if (!c->sub_ctx)
+        return 0;
+    *fd = rlock__conn_fd(c->sub_ctx);
+    return rlock__conn_events(c->sub_ctx);
+}
+
 void rlock__sub_shutdown(rlock_client *c)
 {
     if (c->sub_ctx) {
-        redisFree(c->sub_ctx);
+        rlock__conn_close(c->sub_ctx);
         c->sub_ctx = NULL;
     }
     c->sub_up = 0;

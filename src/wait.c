@@ -136,6 +136,9 @@ static int wait_retrying(rlock_mutex *m, int64_t deadline_ns, int forever)
     for (;;) {
         int64_t now, until;
 
+        /* Each attempt is an exchange of its own, with its own
+         * deadline; the wait's deadline bounds the waiting between. */
+        rlock__call_begin(c);
         rc = rlock__try_acquire(m, 't', &unused, NULL);
         if (rc != RLOCK_EBUSY)
             break;
@@ -230,6 +233,7 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         }
         pthread_mutex_unlock(&c->mu);
 
+        rlock__call_begin(c);
         rc = rlock__try_acquire(m, 'w', &nonce, &hint_ms);
         attempted = 1;
         if (nonce != w.nonce) {
@@ -305,6 +309,9 @@ int rlock__wait_acquire(rlock_mutex *m, int64_t deadline_ns, int forever)
         return rc;
     }
     if (gave_up || rc == RLOCK_ECANCELED) {
+        /* The undo gets a deadline of its own; if it fails, the
+         * background thread sends it later. */
+        rlock__call_begin(c);
         /* Leave no trace: a waiter that gives up must not hold up those
          * queued behind it, and when this call returns its place is gone.
          * Keep the detail of the timeout, not of the cancel. */

@@ -905,8 +905,8 @@ static const struct row rows[] = {
     /* rlock_strerror: numbers rlock never returns. */
     ROWN(rlock_strerror, "1 (positive)", strerror_n, 0, "unknown error code",
          MSG_RETURNED, 1),
-    ROWN(rlock_strerror, "-16 (one past the last code)", strerror_n, 0,
-         "unknown error code", MSG_RETURNED, -16),
+    ROWN(rlock_strerror, "-18 (one past the last code)", strerror_n, 0,
+         "unknown error code", MSG_RETURNED, -18),
     ROWN(rlock_strerror, "-999", strerror_n, 0, "unknown error code",
          MSG_RETURNED, -999),
     ROWN(rlock_strerror, "INT_MIN", strerror_n, 0, "unknown error code",

@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 #   tools/deps.sh           what building and the demo need
 #   tools/deps.sh --tests   and what the test suite needs besides
 # libclang-rt-dev: clang's sanitizer runtimes (only recommended by clang).
-pkgs=(cmake make gcc clang libclang-rt-dev pkg-config libhiredis-dev redis-server
-      redis-tools procps util-linux valgrind)
+pkgs=(cmake make gcc clang libclang-rt-dev pkg-config libhiredis-dev libssl-dev redis-server
+      redis-tools procps util-linux valgrind openssl)
 tests=0
 [ "${1:-}" = --tests ] && tests=1
 if [ $tests = 1 ]; then

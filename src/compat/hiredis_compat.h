@@ -27,6 +27,13 @@
 
 #define RLOCK__HIREDIS_1X (HIREDIS_MAJOR >= 1)
 
+/* The type of createArray's element count in redisReplyObjectFunctions. */
+#if RLOCK__HIREDIS_1X
+#define RLOCK__ARRAY_LEN_T size_t
+#else
+#define RLOCK__ARRAY_LEN_T int
+#endif
+
 /* True if the context's last error was a read/write timeout. */
 static inline int rlock__redis_timed_out(const redisContext *ctx)
 {

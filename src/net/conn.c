@@ -1,0 +1,863 @@
+/*
+ * The connection state machine (see conn.h): a non-blocking socket, a
+ * transport (plain or TLS) over it, an output buffer of formatted
+ * commands, hiredis's RESP reader with bounded reply-object functions, and
+ * a queue of complete replies.
+ *
+ * Why the reader's object functions are wrapped rather than replaced:
+ * hiredis keeps its default functions private, but a reader created with
+ * redisReaderCreate points at them, so each wrapper checks its bound and
+ * then calls the original. That works the same with hiredis 0.14 and 1.x,
+ * and the replies stay ordinary redisReply objects for the rest of the
+ * library. A wrapper that refuses returns NULL, which hiredis reports as
+ * out of memory; the refusal's own text, kept in the connection, is what
+ * the caller sees.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rlock/rlock.h>
+
+#include "net/transport.h"
+
+/* Bytes read from the socket at a time, and the most one rlock__conn_io
+ * reads before giving the caller its turn (a flood of pub/sub messages
+ * must not keep a loop inside one connection). */
+#define READ_CHUNK 16384
+#define READ_ROUNDS 64
+/* What one reply object costs besides its payload, for the byte bound. */
+#define OBJ_OVERHEAD 64
+
+struct rlock__conn {
+    int fd;
+    const rlock__transport *t;
+    void *tdata;
+    int handshaking;
+    short t_wants; /* what the transport's last blocked call waits for */
+    int push;
+    redisReader *reader;
+    redisReplyObjectFunctions fn;
+    redisReplyObjectFunctions *orig;
+    rlock__bounds b;
+    int64_t obj_bytes; /* built so far for the reply being parsed */
+    char refused[160]; /* why a wrapper refused an object, or "" */
+    char *out;         /* formatted commands not yet written */
+    size_t out_len, out_off;
+    redisReply **ready; /* complete replies: ready[head .. head+nready) */
+    size_t head, nready, ready_cap;
+    size_t expected; /* replies asked for, not complete yet */
+    size_t discard;  /* of the next ones to complete, how many to drop */
+    int sent;
+    rlock__neterr err;
+};
+
+int64_t rlock__net_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void set_err(rlock__neterr *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(rlock__neterr *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    e->code = code;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+}
+
+void rlock__conn_fail(rlock__conn *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (c->err.code != 0)
+        return; /* the first cause is the one to report */
+    c->err.code = code;
+    va_start(ap, fmt);
+    vsnprintf(c->err.msg, sizeof c->err.msg, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- bounded reply objects --------------------------------------------- */
+
+static rlock__conn *task_conn(const redisReadTask *task)
+{
+    return task->privdata;
+}
+
+/* Charges size bytes to the reply being built; 0 if that is over the
+ * bound (the refusal recorded). */
+static int charge(rlock__conn *c, int64_t size)
+{
+    c->obj_bytes += size + OBJ_OVERHEAD;
+    if (c->obj_bytes > c->b.reply_bytes) {
+        snprintf(c->refused, sizeof c->refused,
+                 "reply exceeds max_reply_bytes (%lld bytes)",
+                 (long long)c->b.reply_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+static void *b_string(const redisReadTask *task, char *str, size_t len)
+{
+    rlock__conn *c = task_conn(task);
+
+    if ((int64_t)len > c->b.bulk_bytes) {
+        snprintf(c->refused, sizeof c->refused,
+                 "string of %zu bytes exceeds max_bulk_bytes (%lld)", len,
+                 (long long)c->b.bulk_bytes);
+        return NULL;
+    }
+    if (!charge(c, (int64_t)len))
+        return NULL;
+    return c->orig->createString(task, str, len);
+}
+
+static int depth_of(const redisReadTask *task)
+{
+    int d = 0;
+
+    for (task = task->parent; task; task = task->parent)
+        d++;
+    return d;
+}
+
+static void *b_array(const redisReadTask *task, RLOCK__ARRAY_LEN_T elements)
+{
+    rlock__conn *c = task_conn(task);
+    int64_t n = (int64_t)elements;
+
+    if (n < 0 || n > c->b.array_elements) {
+        snprintf(c->refused, sizeof c->refused,
+                 "array of %lld elements exceeds max_array_elements (%lld)",
+                 (long long)n, (long long)c->b.array_elements);
+        return NULL;
+    }
+    if (depth_of(task) + 1 > c->b.depth) {
+        snprintf(c->refused, sizeof c->refused,
+                 "arrays nested deeper than max_depth (%d)", c->b.depth);
+        return NULL;
+    }
+    if (!charge(c, n * (int64_t)sizeof(void *)))
+        return NULL;
+    return c->orig->createArray(task, elements);
+}
+
+static void *b_integer(const redisReadTask *task, long long v)
+{
+    rlock__conn *c = task_conn(task);
+
+    if (!charge(c, 0))
+        return NULL;
+    return c->orig->createInteger(task, v);
+}
+
+static void *b_nil(const redisReadTask *task)
+{
+    rlock__conn *c = task_conn(task);
+
+    if (!charge(c, 0))
+        return NULL;
+    return c->orig->createNil(task);
+}
+
+static void fill_bounds(rlock__bounds *b, const rlock__bounds *in)
+{
+    *b = *in;
+    if (b->reply_bytes <= 0)
+        b->reply_bytes = RLOCK__BOUND_REPLY_BYTES;
+    if (b->bulk_bytes <= 0)
+        b->bulk_bytes = RLOCK__BOUND_BULK_BYTES;
+    if (b->array_elements <= 0)
+        b->array_elements = RLOCK__BOUND_ARRAY_ELEMENTS;
+    if (b->depth <= 0)
+        b->depth = RLOCK__BOUND_DEPTH;
+    if (b->depth > RLOCK__BOUND_DEPTH_MAX)
+        b->depth = RLOCK__BOUND_DEPTH_MAX;
+}
+
+static int reader_init(rlock__conn *c)
+{
+    c->reader = redisReaderCreate();
+    if (!c->reader)
+        return RLOCK_ENOMEM;
+    c->orig = c->reader->fn;
+    c->fn = *c->orig;
+    c->fn.createString = b_string;
+    c->fn.createArray = b_array;
+    c->fn.createInteger = b_integer;
+    c->fn.createNil = b_nil;
+    c->reader->fn = &c->fn;
+    c->reader->privdata = c;
+    return RLOCK_OK;
+}
+
+/* ---- the plain transport ------------------------------------------------ */
+
+static int plain_handshake(rlock__conn *c, rlock__neterr *err)
+{
+    (void)c;
+    (void)err;
+    return 0;
+}
+
+static ssize_t plain_read(rlock__conn *c, void *buf, size_t len,
+                          rlock__neterr *err)
+{
+    ssize_t n;
+
+    do
+        n = recv(c->fd, buf, len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return RLOCK__IO_WANT_READ;
+    set_err(err, RLOCK_EIO, "read: %s", strerror(errno));
+    return RLOCK__IO_ERROR;
+}
+
+static ssize_t plain_write(rlock__conn *c, const void *buf, size_t len,
+                           rlock__neterr *err)
+{
+    ssize_t n;
+
+    /* MSG_NOSIGNAL: a peer that closed must not raise SIGPIPE in a
+     * program that did not ask for it. */
+    do
+        n = send(c->fd, buf, len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return RLOCK__IO_WANT_WRITE;
+    set_err(err, RLOCK_EIO, "write: %s", strerror(errno));
+    return RLOCK__IO_ERROR;
+}
+
+static int plain_buffered(const rlock__conn *c)
+{
+    (void)c;
+    return 0;
+}
+
+static void plain_release(rlock__conn *c)
+{
+    (void)c;
+}
+
+const rlock__transport rlock__plain_transport = {
+    "tcp",       plain_handshake, plain_read,
+    plain_write, plain_buffered,  plain_release};
+
+int rlock__conn_sock(const rlock__conn *c)
+{
+    return c->fd;
+}
+
+void *rlock__conn_tdata(const rlock__conn *c)
+{
+    return c->tdata;
+}
+
+void rlock__conn_set_transport(rlock__conn *c, const rlock__transport *t,
+                               void *tdata)
+{
+    c->t = t;
+    c->tdata = tdata;
+    c->handshaking = 1;
+    c->t_wants = POLLOUT;
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static int ms_until(int64_t deadline_ns)
+{
+    int64_t left = deadline_ns - rlock__net_now_ns();
+
+    if (left <= 0)
+        return 0;
+    /* Rounded up, so that a poll never ends just before the deadline. */
+    left = (left + 999999) / 1000000;
+    return left > 60000 ? 60000 : (int)left;
+}
+
+/* Waits until fd is writable (a connect finished) or the deadline. */
+static int wait_connected(int fd, int64_t deadline_ns, rlock__neterr *err,
+                          const char *where)
+{
+    for (;;) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        int ms = ms_until(deadline_ns), soerr = 0, n;
+        socklen_t sl = sizeof soerr;
+
+        if (ms == 0) {
+            set_err(err, RLOCK_ENOREPLY,
+                    "connecting to %s: not connected "
+                    "in time",
+                    where);
+            return err->code;
+        }
+        n = poll(&p, 1, ms);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            continue; /* the deadline check above ends it */
+        if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr != 0) {
+            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", where,
+                    strerror(soerr));
+            return err->code;
+        }
+        return RLOCK_OK;
+    }
+}
+
+static int connect_unix(const char *path, int64_t deadline_ns, int *out,
+                        rlock__neterr *err)
+{
+    struct sockaddr_un sa;
+    int fd;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        set_err(err, RLOCK_ECONNECT, "socket path too long: %s", path);
+        return err->code;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        set_err(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
+        return err->code;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (errno != EINPROGRESS && errno != EAGAIN) {
+            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", path,
+                    strerror(errno));
+            close(fd);
+            return err->code;
+        }
+        if (wait_connected(fd, deadline_ns, err, path) != RLOCK_OK) {
+            close(fd);
+            return err->code;
+        }
+    }
+    *out = fd;
+    return RLOCK_OK;
+}
+
+static int connect_tcp(const char *host, int port, int keepalive,
+                       int64_t deadline_ns, int *out, rlock__neterr *err)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    char portstr[16], where[300];
+    int rc, fd = -1, one = 1;
+
+    snprintf(portstr, sizeof portstr, "%d", port);
+    snprintf(where, sizeof where, "%s:%d", host, port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc == EAI_NONAME) {
+        hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+        rc = getaddrinfo(host, portstr, &hints, &res);
+    }
+    if (rc != 0) {
+        set_err(err, RLOCK_ECONNECT, "cannot resolve %s: %s", host,
+                gai_strerror(rc));
+        return err->code;
+    }
+    set_err(err, RLOCK_ECONNECT, "connecting to %s: no address", where);
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            set_err(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+            (errno == EINPROGRESS &&
+             wait_connected(fd, deadline_ns, err, where) == RLOCK_OK))
+            break;
+        if (errno != EINPROGRESS)
+            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", where,
+                    strerror(errno));
+        close(fd);
+        fd = -1;
+        if (err->code == RLOCK_ENOREPLY)
+            break; /* the deadline is spent: no other address */
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return err->code;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (keepalive)
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    *out = fd;
+    return RLOCK_OK;
+}
+
+int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
+                     rlock__conn **out, rlock__neterr *err)
+{
+    rlock__conn *c;
+    int fd = -1, rc;
+
+    err->code = 0;
+    err->msg[0] = '\0';
+    if (ep->path)
+        rc = connect_unix(ep->path, deadline_ns, &fd, err);
+    else
+        rc = connect_tcp(ep->host, ep->port, ep->keepalive, deadline_ns, &fd,
+                         err);
+    if (rc != RLOCK_OK)
+        return rc;
+    c = calloc(1, sizeof *c);
+    if (!c || reader_init(c) != RLOCK_OK) {
+        free(c);
+        close(fd);
+        set_err(err, RLOCK_ENOMEM, "out of memory");
+        return err->code;
+    }
+    c->fd = fd;
+    c->t = &rlock__plain_transport;
+    fill_bounds(&c->b, &ep->bounds);
+    if (ep->tls) {
+        const char *name = ep->sni ? ep->sni : ep->host ? ep->host : "";
+        size_t none = 0;
+
+        rc = rlock__tls_attach(c, ep->tls, name, err);
+        if (rc == RLOCK_OK)
+            rc = rlock__net_run(&c, 1, &none, deadline_ns);
+        if (rc == RLOCK_OK && c->err.code != 0) {
+            *err = c->err;
+            rc = err->code;
+        } else if (rc == RLOCK_OK && c->handshaking) {
+            rc = RLOCK_ENOREPLY;
+        }
+        if (rc == RLOCK_ENOREPLY && err->code != RLOCK_ENOREPLY)
+            set_err(err, RLOCK_ENOREPLY,
+                    "TLS handshake with %s not done in time", name);
+        if (rc != RLOCK_OK) {
+            rlock__conn_close(c);
+            return err->code;
+        }
+    }
+    *out = c;
+    return RLOCK_OK;
+}
+
+void rlock__conn_close(rlock__conn *c)
+{
+    size_t i;
+
+    if (!c)
+        return;
+    c->t->release(c);
+    if (c->fd >= 0)
+        close(c->fd);
+    for (i = 0; i < c->nready; i++)
+        freeReplyObject(c->ready[c->head + i]);
+    free(c->ready);
+    free(c->out);
+    if (c->reader)
+        redisReaderFree(c->reader);
+    free(c);
+}
+
+/* ---- the state machine -------------------------------------------------- */
+
+int rlock__conn_fd(const rlock__conn *c)
+{
+    return c->fd;
+}
+
+void rlock__conn_set_push(rlock__conn *c, int on)
+{
+    c->push = on;
+}
+
+const rlock__neterr *rlock__conn_error(const rlock__conn *c)
+{
+    return &c->err;
+}
+
+size_t rlock__conn_pending(const rlock__conn *c)
+{
+    return c->expected + c->nready - c->discard;
+}
+
+size_t rlock__conn_ready(const rlock__conn *c)
+{
+    return c->nready;
+}
+
+int rlock__conn_sent(const rlock__conn *c)
+{
+    return c->sent;
+}
+
+short rlock__conn_events(const rlock__conn *c)
+{
+    short ev = 0;
+
+    if (c->err.code != 0)
+        return 0;
+    if (c->handshaking)
+        return c->t_wants;
+    if (c->out_off < c->out_len)
+        ev |= POLLOUT;
+    if (c->expected > 0 || c->push)
+        ev |= POLLIN;
+    /* A TLS read that needs the socket writable (or the reverse). */
+    if (c->t_wants)
+        ev |= c->t_wants;
+    return ev;
+}
+
+int rlock__conn_append(rlock__conn *c, int argc, const char **argv,
+                       const size_t *lens)
+{
+    char *cmd = NULL;
+    long long len;
+
+    if (c->err.code != 0)
+        return c->err.code;
+    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0 || !cmd) {
+        rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+        return RLOCK_ENOMEM;
+    }
+    if (c->out_off == c->out_len) {
+        /* Nothing unwritten: the new command is the buffer. */
+        free(c->out);
+        c->out = malloc((size_t)len);
+        if (!c->out) {
+            redisFreeCommand(cmd);
+            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            return RLOCK_ENOMEM;
+        }
+        memcpy(c->out, cmd, (size_t)len);
+        c->out_len = (size_t)len;
+        c->out_off = 0;
+    } else {
+        char *grown = realloc(c->out, c->out_len + (size_t)len);
+        if (!grown) {
+            redisFreeCommand(cmd);
+            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            return RLOCK_ENOMEM;
+        }
+        memcpy(grown + c->out_len, cmd, (size_t)len);
+        c->out = grown;
+        c->out_len += (size_t)len;
+    }
+    redisFreeCommand(cmd);
+    if (c->expected == 0 && c->nready == 0)
+        c->sent = 0;
+    c->expected++;
+    return RLOCK_OK;
+}
+
+static int push_ready(rlock__conn *c, redisReply *r)
+{
+    if (c->head > 0 && c->head + c->nready == c->ready_cap) {
+        memmove(c->ready, c->ready + c->head, c->nready * sizeof *c->ready);
+        c->head = 0;
+    }
+    if (c->head + c->nready == c->ready_cap) {
+        size_t cap = c->ready_cap ? c->ready_cap * 2 : 4;
+        redisReply **grown = realloc(c->ready, cap * sizeof *grown);
+        if (!grown)
+            return RLOCK_ENOMEM;
+        c->ready = grown;
+        c->ready_cap = cap;
+    }
+    c->ready[c->head + c->nready++] = r;
+    return RLOCK_OK;
+}
+
+/* Takes every complete reply out of the reader; checks what is left. */
+static int parse(rlock__conn *c)
+{
+    for (;;) {
+        void *reply = NULL;
+        size_t left;
+
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+            if (c->refused[0])
+                rlock__conn_fail(c, RLOCK_EPROTO, "%s", c->refused);
+            else if (c->reader->err == REDIS_ERR_OOM)
+                rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            else
+                rlock__conn_fail(c, RLOCK_EPROTO, "protocol error: %s",
+                                 c->reader->errstr);
+            return c->err.code;
+        }
+        if (!reply) {
+            left = c->reader->len - c->reader->pos;
+            if ((int64_t)left + c->obj_bytes > c->b.reply_bytes) {
+                rlock__conn_fail(c, RLOCK_EPROTO,
+                                 "reply exceeds max_reply_bytes (%lld bytes)",
+                                 (long long)c->b.reply_bytes);
+                return c->err.code;
+            }
+            return RLOCK_OK;
+        }
+        c->obj_bytes = 0;
+        if (c->expected == 0 && !c->push) {
+            freeReplyObject(reply);
+            rlock__conn_fail(c, RLOCK_EPROTO,
+                             "the server sent a reply nobody asked for");
+            return c->err.code;
+        }
+        if (c->expected > 0)
+            c->expected--;
+        if (c->discard > 0) {
+            c->discard--;
+            freeReplyObject(reply);
+            continue;
+        }
+        if (push_ready(c, reply) != RLOCK_OK) {
+            freeReplyObject(reply);
+            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            return c->err.code;
+        }
+    }
+}
+
+static short want_of(ssize_t n)
+{
+    return n == RLOCK__IO_WANT_READ ? POLLIN : POLLOUT;
+}
+
+int rlock__conn_io(rlock__conn *c, short revents)
+{
+    rlock__neterr e = {0, ""};
+    char buf[READ_CHUNK];
+    int round;
+
+    (void)revents; /* each step finds out for itself what it can do */
+    if (c->err.code != 0)
+        return c->err.code;
+    if (c->handshaking) {
+        int h = c->t->handshake(c, &e);
+        if (h == RLOCK__IO_ERROR) {
+            rlock__conn_fail(c, e.code, "%s", e.msg);
+            return c->err.code;
+        }
+        if (h != 0) {
+            c->t_wants = want_of(h);
+            return RLOCK_OK;
+        }
+        c->handshaking = 0;
+        c->t_wants = 0;
+    }
+    c->t_wants = 0;
+    while (c->out_off < c->out_len) {
+        ssize_t n =
+            c->t->write(c, c->out + c->out_off, c->out_len - c->out_off, &e);
+        if (n == RLOCK__IO_ERROR) {
+            rlock__conn_fail(c, e.code, "%s", e.msg);
+            return c->err.code;
+        }
+        if (n < 0) {
+            if (n == RLOCK__IO_WANT_READ)
+                c->t_wants = POLLIN;
+            break;
+        }
+        c->out_off += (size_t)n;
+        c->sent = 1;
+    }
+    if (c->expected == 0 && !c->push) {
+        /* Nothing asked for: anything that arrives is an error, found by
+         * rlock__conn_idle_ok or the next exchange. */
+        return RLOCK_OK;
+    }
+    for (round = 0; round < READ_ROUNDS; round++) {
+        ssize_t n = c->t->read(c, buf, sizeof buf, &e);
+        if (n == RLOCK__IO_ERROR) {
+            rlock__conn_fail(c, e.code, "%s", e.msg);
+            return c->err.code;
+        }
+        if (n == 0) {
+            rlock__conn_fail(c, RLOCK_EIO, "the server closed the connection");
+            return c->err.code;
+        }
+        if (n < 0) {
+            if (n == RLOCK__IO_WANT_WRITE)
+                c->t_wants |= POLLOUT;
+            break;
+        }
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            return c->err.code;
+        }
+        if (parse(c) != RLOCK_OK)
+            return c->err.code;
+        if (c->expected == 0 && !c->push)
+            break;
+    }
+    return RLOCK_OK;
+}
+
+int rlock__conn_take(rlock__conn *c, redisReply **out)
+{
+    if (c->nready == 0)
+        return 0;
+    *out = c->ready[c->head++];
+    if (--c->nready == 0)
+        c->head = 0;
+    return 1;
+}
+
+void rlock__conn_discard(rlock__conn *c, size_t n)
+{
+    while (n > 0 && c->nready > 0) {
+        redisReply *r = NULL;
+        rlock__conn_take(c, &r);
+        freeReplyObject(r);
+        n--;
+    }
+    if (n > c->expected - c->discard)
+        n = c->expected - c->discard;
+    c->discard += n;
+}
+
+int rlock__conn_idle_ok(rlock__conn *c)
+{
+    struct pollfd p;
+
+    if (c->err.code != 0 || c->expected > 0 || c->nready > 0 ||
+        c->out_off < c->out_len || c->handshaking)
+        return 0;
+    p.fd = c->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    /* A healthy idle RESP2 connection has nothing to read: EOF, a reset
+     * or stray bytes all mean it must not be reused. (TLS may hold a
+     * session ticket the server sent after the handshake; that too is
+     * read as "something arrived", and the connection is replaced, which
+     * costs a handshake but never a wrong reply.) */
+    return poll(&p, 1, 0) == 0;
+}
+
+/* ---- the blocking driver ------------------------------------------------ */
+
+#define RUN_MAX 64
+
+int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
+                   int64_t deadline_ns)
+{
+    struct pollfd fds[RUN_MAX];
+    int map[RUN_MAX];
+    int i;
+
+    if (n > RUN_MAX)
+        return RLOCK_EINVAL;
+    /* Write at once what can be written: most exchanges then need one
+     * poll, for the reply. */
+    for (i = 0; i < n; i++)
+        if (conns[i] && conns[i]->err.code == 0)
+            rlock__conn_io(conns[i], 0);
+    for (;;) {
+        int nfds = 0, ms, r, buffered = 0;
+
+        for (i = 0; i < n; i++) {
+            rlock__conn *c = conns[i];
+            short ev;
+
+            if (!c || c->err.code != 0)
+                continue;
+            if (!c->handshaking && c->nready >= want[i])
+                continue;
+            ev = rlock__conn_events(c);
+            if (ev == 0) {
+                /* Waiting for replies nobody asked for cannot end. */
+                rlock__conn_fail(c, RLOCK_EINVAL,
+                                 "waiting for a reply to no command");
+                continue;
+            }
+            if ((ev & POLLIN) && c->t->buffered(c))
+                buffered = 1;
+            fds[nfds].fd = c->fd;
+            fds[nfds].events = ev;
+            fds[nfds].revents = 0;
+            map[nfds++] = i;
+        }
+        if (nfds == 0)
+            return RLOCK_OK;
+        ms = ms_until(deadline_ns);
+        if (ms == 0)
+            return RLOCK_ENOREPLY;
+        /* Data a TLS layer holds already is served without waiting. */
+        r = poll(fds, (nfds_t)nfds, buffered ? 0 : ms);
+        if (r < 0 && errno != EINTR)
+            return RLOCK_EIO;
+        for (i = 0; i < nfds; i++)
+            if (fds[i].revents ||
+                (buffered && conns[map[i]]->t->buffered(conns[map[i]])))
+                rlock__conn_io(conns[map[i]], fds[i].revents);
+    }
+}
+
+int rlock__conn_call(rlock__conn *c, int ncmds, const rlock__cmd *cmds,
+                     redisReply **replies, int64_t deadline_ns,
+                     rlock__neterr *err, int *sent)
+{
+    size_t want;
+    int i, rc;
+
+    if (sent)
+        *sent = 0;
+    if (c->nready > 0 || c->expected > 0) {
+        /* Replies of an earlier exchange would be taken for ours. */
+        rlock__conn_fail(c, RLOCK_EPROTO,
+                         "connection still busy with an earlier request");
+        *err = c->err;
+        return err->code;
+    }
+    for (i = 0; i < ncmds; i++)
+        if ((rc = rlock__conn_append(c, cmds[i].argc, cmds[i].argv,
+                                     cmds[i].lens)) != RLOCK_OK) {
+            *err = c->err;
+            return rc;
+        }
+    want = (size_t)ncmds;
+    rc = rlock__net_run(&c, 1, &want, deadline_ns);
+    if (sent)
+        *sent = c->sent;
+    if (rc == RLOCK_ENOREPLY) {
+        rlock__conn_fail(c, RLOCK_ENOREPLY, "no complete reply in time");
+    } else if (rc != RLOCK_OK) {
+        rlock__conn_fail(c, rc, "poll failed");
+    }
+    if (c->err.code != 0) {
+        *err = c->err;
+        return err->code;
+    }
+    for (i = 0; i < ncmds; i++)
+        rlock__conn_take(c, &replies[i]);
+    return RLOCK_OK;
+}

@@ -1,0 +1,185 @@
+/*
+ * One connection to a Redis server, as a state machine driven by
+ * readiness and time (the engine under the whole library).
+ *
+ * A connection never blocks. Whoever drives it asks which events it waits
+ * for (rlock__conn_events), polls its descriptor however it likes (rlock's
+ * own poll loop in rlock__net_run for the blocking API; a caller's event
+ * loop later) and hands the readiness back (rlock__conn_io). Commands are
+ * queued with rlock__conn_append; their replies come out, in order, from
+ * rlock__conn_take. Nothing here knows about locks, clients or threads: it
+ * depends only on hiredis's RESP reader (compat header), libc and, for
+ * TLS, OpenSSL (tls.c), which fills the same transport table as plain
+ * sockets do.
+ *
+ * What a hostile server or network cannot do to a connection:
+ *  - make a call last past its deadline: rlock__net_run and
+ *    rlock__conn_open take one absolute CLOCK_MONOTONIC deadline for the
+ *    whole exchange (connect, TLS, AUTH, SELECT, writing, every byte of
+ *    the replies), not a timeout that restarts with every byte;
+ *  - make the client allocate without bound: every reply is checked
+ *    against rlock__bounds while it is parsed (the reader's own buffer
+ *    and the objects it builds), and a reply over a bound breaks the
+ *    connection with RLOCK_EPROTO and a message naming the bound;
+ *  - reach a child process: every descriptor is close-on-exec, and
+ *    writes never raise SIGPIPE.
+ * A connection that failed in any way is broken for good: its owner
+ * closes it.
+ */
+#ifndef RLOCK_NET_CONN_H
+#define RLOCK_NET_CONN_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compat/hiredis_compat.h"
+
+/* Bounds on one reply (0 in a field: the default). */
+typedef struct rlock__bounds {
+    int64_t reply_bytes;    /* all bytes of one reply, default 1 MiB */
+    int64_t bulk_bytes;     /* one string, default 512 KiB */
+    int64_t array_elements; /* one array, default 65536 */
+    int depth;              /* nesting of arrays, default 4, at most 7 */
+} rlock__bounds;
+
+#define RLOCK__BOUND_REPLY_BYTES (INT64_C(1) << 20)
+#define RLOCK__BOUND_BULK_BYTES (INT64_C(512) << 10)
+#define RLOCK__BOUND_ARRAY_ELEMENTS INT64_C(65536)
+#define RLOCK__BOUND_DEPTH 4
+#define RLOCK__BOUND_DEPTH_MAX 7
+
+typedef struct rlock__tls_ctx rlock__tls_ctx; /* tls.c */
+
+/* Where and how to connect. Strings are borrowed for the call only. */
+typedef struct rlock__endpoint {
+    const char *host; /* NULL with a unix socket path */
+    int port;
+    const char *path;
+    const rlock__tls_ctx *tls; /* NULL: plain text */
+    const char *sni; /* TLS: the name to send and verify (NULL: host) */
+    rlock__bounds bounds;
+    int keepalive; /* TCP keep-alive probes (TCP only) */
+} rlock__endpoint;
+
+typedef struct rlock__conn rlock__conn;
+
+/* The text of an error, with the code that goes with it. */
+typedef struct rlock__neterr {
+    int code; /* RLOCK_E* */
+    char msg[256];
+} rlock__neterr;
+
+/*
+ * Opens a connection to ep and completes the transport's handshake (TCP
+ * or unix connect, TLS with verification) by deadline_ns; what Redis
+ * itself needs (AUTH, SELECT) is the caller's, sent with
+ * rlock__conn_call under the same deadline. Returns RLOCK_OK and *out, or
+ * an error with its text in *err: RLOCK_ECONNECT (refused, unreachable,
+ * TLS refused: the message names the certificate or host name problem),
+ * RLOCK_ENOREPLY (not done by the deadline), RLOCK_EIO, RLOCK_ENOMEM.
+ * Host names are resolved with getaddrinfo(3), which the deadline cannot
+ * interrupt; numeric addresses are not looked up.
+ */
+int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
+                     rlock__conn **out, rlock__neterr *err);
+
+/* Closes the socket and frees everything, replies not taken included.
+ * NULL is a no-op. */
+void rlock__conn_close(rlock__conn *c);
+
+/* The descriptor to poll, and the events the connection waits for now
+ * (POLLIN, POLLOUT, or both; 0 when it expects nothing). */
+int rlock__conn_fd(const rlock__conn *c);
+short rlock__conn_events(const rlock__conn *c);
+
+/*
+ * Queues one command (argv, lens as hiredis's redisFormatCommandArgv; lens
+ * may be NULL for NUL-terminated strings); its reply will come out of
+ * rlock__conn_take after those of the commands queued before it. Nothing
+ * is written until rlock__conn_io (or rlock__net_run) runs. RLOCK_OK,
+ * RLOCK_ENOMEM, or the connection's error if it is broken.
+ */
+int rlock__conn_append(rlock__conn *c, int argc, const char **argv,
+                       const size_t *lens);
+
+/*
+ * Advances the connection after poll reported revents on its descriptor
+ * (0 is fine: it then tries what it can without waiting): writes what is
+ * queued, reads what arrived and parses complete replies. RLOCK_OK, or an
+ * error that broke the connection (then rlock__conn_error says which).
+ */
+int rlock__conn_io(rlock__conn *c, short revents);
+
+/* Moves the oldest complete reply not taken into *out (the caller frees
+ * it with freeReplyObject) and returns 1; 0 if none is ready. Replies
+ * given up with rlock__conn_discard are dropped, never returned. */
+int rlock__conn_take(rlock__conn *c, redisReply **out);
+
+/* Replies expected and not yet taken or discarded, complete or not. */
+size_t rlock__conn_pending(const rlock__conn *c);
+/* Complete replies ready to take. */
+size_t rlock__conn_ready(const rlock__conn *c);
+
+/* Gives up the n oldest expected replies (a caller that stopped waiting):
+ * they are read and dropped when they come, so that the connection can
+ * serve the commands queued after them. */
+void rlock__conn_discard(rlock__conn *c, size_t n);
+
+/* Push mode, for a subscriber connection: replies may come that no
+ * command asked for (pub/sub messages); each is kept for
+ * rlock__conn_take. Without it, bytes that no command asked for break
+ * the connection (a healthy RESP2 server sends none). */
+void rlock__conn_set_push(rlock__conn *c, int on);
+
+/* The error that broke the connection (code 0 if it is healthy). */
+const rlock__neterr *rlock__conn_error(const rlock__conn *c);
+
+/* A connection that is idle (nothing expected) and still healthy: no EOF,
+ * no stray bytes. Checks without waiting. */
+int rlock__conn_idle_ok(rlock__conn *c);
+
+/* ---- the blocking driver ------------------------------------------------ */
+
+/*
+ * Drives conns[0..n) in one poll(2) until, for every i, conns[i] has
+ * want[i] complete replies ready (or is broken, or is NULL), or until
+ * deadline_ns. Returns RLOCK_OK if every connection got what was wanted
+ * or broke (each one's state says which), RLOCK_ENOREPLY if the deadline
+ * came first (connections still short of their replies are left as they
+ * are: the caller discards or closes them), RLOCK_EINVAL for n > 64.
+ */
+int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
+                   int64_t deadline_ns);
+
+/* One command of a pipeline for rlock__conn_call. */
+typedef struct rlock__cmd {
+    int argc;
+    const char **argv;
+    const size_t *lens; /* NULL: NUL-terminated */
+} rlock__cmd;
+
+/*
+ * Sends ncmds commands in one write and waits for all their replies by
+ * deadline_ns: RLOCK_OK with replies[0..ncmds) set (error replies are
+ * replies), or an error with its text in *err; the connection is then
+ * broken (deadline: RLOCK_ENOREPLY) and the caller closes it. *sent
+ * (may be NULL) is set to 1 once any byte of the request left.
+ */
+int rlock__conn_call(rlock__conn *c, int ncmds, const rlock__cmd *cmds,
+                     redisReply **replies, int64_t deadline_ns,
+                     rlock__neterr *err, int *sent);
+
+/* Whether any byte of the commands queued since the last idle moment has
+ * been written (the server may have acted on them). */
+int rlock__conn_sent(const rlock__conn *c);
+
+/* Marks the connection broken with code and message (a caller that
+ * gives up on it, for example at its deadline). */
+void rlock__conn_fail(rlock__conn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Monotonic clock in ns (the engine's one time source). */
+int64_t rlock__net_now_ns(void);
+
+#endif

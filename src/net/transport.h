@@ -1,0 +1,49 @@
+/*
+ * The byte stream under a connection: plain sockets (conn.c) or TLS
+ * (tls.c), each filling one table, so that the connection's state machine
+ * never asks which one it runs on (curl's vtls, SQLite's io_methods).
+ * Private to src/net.
+ */
+#ifndef RLOCK_NET_TRANSPORT_H
+#define RLOCK_NET_TRANSPORT_H
+
+#include <sys/types.h>
+
+#include "net/conn.h"
+
+/* What a transport call may answer besides a byte count. */
+#define RLOCK__IO_WANT_READ (-2)  /* retry once readable */
+#define RLOCK__IO_WANT_WRITE (-3) /* retry once writable */
+#define RLOCK__IO_ERROR (-1)      /* broken; err says why */
+
+typedef struct rlock__transport {
+    const char *name;
+    /* Advances the transport's own handshake: 0 when done, or an
+     * RLOCK__IO_* value. */
+    int (*handshake)(rlock__conn *c, rlock__neterr *err);
+    /* > 0 bytes, 0 end of stream, or an RLOCK__IO_* value. */
+    ssize_t (*read)(rlock__conn *c, void *buf, size_t len, rlock__neterr *err);
+    ssize_t (*write)(rlock__conn *c, const void *buf, size_t len,
+                     rlock__neterr *err);
+    /* Bytes the transport has already taken off the socket and not yet
+     * handed out (TLS records): poll cannot see them. */
+    int (*buffered)(const rlock__conn *c);
+    /* Frees the transport's state (not the descriptor). */
+    void (*release)(rlock__conn *c);
+} rlock__transport;
+
+extern const rlock__transport rlock__plain_transport;
+
+/* Sets up TLS on c's connected socket (tls.c): the transport and its
+ * state. server_name: what the certificate must name (host name or
+ * address) and what SNI sends, unless the context says otherwise. */
+int rlock__tls_attach(rlock__conn *c, const rlock__tls_ctx *ctx,
+                      const char *server_name, rlock__neterr *err);
+
+/* The parts of a connection its transport may use. */
+int rlock__conn_sock(const rlock__conn *c);
+void *rlock__conn_tdata(const rlock__conn *c);
+void rlock__conn_set_transport(rlock__conn *c, const rlock__transport *t,
+                               void *tdata);
+
+#endif
