@@ -255,8 +255,27 @@ static rlock_client *open_cluster(rlock_client *c, const char *spec,
     return c;
 }
 
+/* rlock_client_open; connect = 0 leaves the first connection to the
+ * first request (Redlock's nodes, which are connected to all at once). */
+static rlock_client *open_client(const char *url,
+                                 const rlock_client_opts *opts, int *err,
+                                 int connect);
+
 rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
                                 int *err)
+{
+    return open_client(url, opts, err, 1);
+}
+
+rlock_client *rlock__client_open_lazy(const char *url,
+                                      const rlock_client_opts *opts, int *err)
+{
+    return open_client(url, opts, err, 0);
+}
+
+static rlock_client *open_client(const char *url,
+                                 const rlock_client_opts *opts, int *err,
+                                 int connect)
 {
     rlock_client_opts defaults;
     rlock_client *c;
@@ -317,6 +336,10 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
         free_client(c);
         *err = rc;
         return NULL;
+    }
+    if (!connect) {
+        *err = RLOCK_OK;
+        return c;
     }
     /* Connect now, so a wrong URL or password fails here. The first
      * connection also loads the scripts, all by the connect timeout. */

@@ -242,69 +242,149 @@ static int handshake_error(rlock_client *c, int rc)
 }
 
 /*
- * What a new connection must be told before it serves locks, in one write
- * and one deadline: AUTH, SELECT, and the scripts if the client does not
- * know their digests yet.
+ * What a new connection must be told before it serves locks, queued on it
+ * in one write: AUTH, SELECT, and the scripts if the client does not know
+ * their digests yet. Returns how many replies they will have (their
+ * first_script-th on are SCRIPT LOADs), or an error.
  */
-static int handshake(rlock_client *c, rlock__conn *ctx, int64_t deadline_ns)
+static int handshake_queue(rlock_client *c, rlock__conn *ctx,
+                           int *first_script)
 {
-    rlock__cmd cmds[2 + RLOCK__S_COUNT];
     const char *auth[3] = {"AUTH", c->username ? c->username : c->password,
                            c->password};
     const char *sel[2] = {"SELECT", NULL};
-    const char *load[RLOCK__S_COUNT][3];
-    redisReply *replies[2 + RLOCK__S_COUNT] = {0};
-    int n = 0, i, first_script, rc;
     char db[16];
+    int n = 0, i, rc = RLOCK_OK;
 
-    if (c->password) {
-        cmds[n].argc = c->username ? 3 : 2;
-        cmds[n].argv = auth;
-        cmds[n++].lens = NULL;
-    }
-    if (c->url.db != 0) {
+    if (c->password)
+        rc = rlock__conn_append(ctx, c->username ? 3 : 2, auth, NULL), n++;
+    if (rc == RLOCK_OK && c->url.db != 0) {
         snprintf(db, sizeof db, "%d", c->url.db);
         sel[1] = db;
-        cmds[n].argc = 2;
-        cmds[n].argv = sel;
-        cmds[n++].lens = NULL;
+        rc = rlock__conn_append(ctx, 2, sel, NULL);
+        n++;
     }
-    first_script = n;
+    *first_script = n;
     if (c->sha[0][0] == '\0')
-        for (i = 0; i < RLOCK__S_COUNT; i++) {
-            load[i][0] = "SCRIPT";
-            load[i][1] = "LOAD";
-            load[i][2] = rlock__script(i)->body;
-            cmds[n].argc = 3;
-            cmds[n].argv = load[i];
-            cmds[n++].lens = NULL;
+        for (i = 0; rc == RLOCK_OK && i < RLOCK__S_COUNT; i++) {
+            const char *load[3] = {"SCRIPT", "LOAD", rlock__script(i)->body};
+            rc = rlock__conn_append(ctx, 3, load, NULL);
+            n++;
         }
-    if (n == 0)
-        return RLOCK_OK;
-    rc = rlock__exchange(c, ctx, n, cmds, replies, deadline_ns, "connecting");
     if (rc != RLOCK_OK)
-        return handshake_error(c, rc);
-    for (i = 0; i < n && rc == RLOCK_OK; i++) {
-        redisReply *r = replies[i];
+        return rlock__net_error(c, rlock__conn_error(ctx), "connecting");
+    return n;
+}
+
+/* Checks the n handshake replies, taken from ctx in order. */
+static int handshake_check(rlock_client *c, rlock__conn *ctx, int n,
+                           int first_script)
+{
+    int i, rc = RLOCK_OK;
+
+    for (i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (!rlock__conn_take(ctx, &r))
+            return rlock__fail(c, RLOCK_EPROTO, "connecting: a reply is "
+                                                "missing");
+        if (rc != RLOCK_OK) {
+            freeReplyObject(r);
+            continue;
+        }
         if (r->type == REDIS_REPLY_ERROR) {
             rc = rlock__reply_error(c, r);
             if (i < first_script && rc == RLOCK_EREDIS)
-                rc = rlock__fail(c, RLOCK_EREDIS, "%s: %s", cmds[i].argv[0],
+                rc = rlock__fail(c, RLOCK_EREDIS, "%s: %s",
+                                 i == 0 && c->password ? "AUTH" : "SELECT",
                                  r->str);
         } else if (i >= first_script) {
-            if (r->type != REDIS_REPLY_STRING || r->len != 40)
+            if (r->type != REDIS_REPLY_STRING || r->len != 40) {
                 rc = rlock__fail(c, RLOCK_EPROTO,
                                  "SCRIPT LOAD answered something other "
                                  "than a digest");
-            else {
+            } else {
                 memcpy(c->sha[i - first_script], r->str, 40);
                 c->sha[i - first_script][40] = '\0';
             }
         }
+        freeReplyObject(r);
     }
-    for (i = 0; i < n; i++)
-        freeReplyObject(replies[i]);
     return rc;
+}
+
+static int handshake(rlock_client *c, rlock__conn *ctx, int64_t deadline_ns)
+{
+    int first_script, n = handshake_queue(c, ctx, &first_script), rc;
+    size_t want;
+
+    if (n <= 0)
+        return n;
+    want = (size_t)n;
+    rc = rlock__net_run(&ctx, 1, &want, deadline_ns);
+    if (rc == RLOCK_ENOREPLY)
+        rlock__conn_fail(ctx, RLOCK_ENOREPLY, "no complete reply in time");
+    if (rlock__conn_error(ctx)->code != 0)
+        return handshake_error(
+            c, rlock__net_error(c, rlock__conn_error(ctx), "connecting"));
+    return handshake_check(c, ctx, n, first_script);
+}
+
+int rlock__connect_start(rlock_client *c, rlock__conn **out, int *hs,
+                         int *first_script)
+{
+    rlock__endpoint ep;
+    rlock__neterr e;
+    int rc;
+
+    rlock__endpoint_of(c, c->url.host, c->url.port, c->url.path, &ep);
+    rc = rlock__conn_start(&ep, out, &e);
+    if (rc != RLOCK_OK)
+        return rlock__fail(c, rc, "cannot connect to %s: %s", c->where,
+                           e.msg);
+    *hs = handshake_queue(c, *out, first_script);
+    if (*hs < 0) {
+        rlock__conn_close(*out);
+        return *hs;
+    }
+    return RLOCK_OK;
+}
+
+int rlock__connect_finish(rlock_client *c, rlock__conn *ctx, int hs,
+                          int first_script)
+{
+    return handshake_check(c, ctx, hs, first_script);
+}
+
+int rlock__pool_try(rlock_client *c, rlock__conn **out)
+{
+    int got = -1;
+
+    *out = NULL;
+    pthread_mutex_lock(&c->pool_mu);
+    while (c->nidle > 0) {
+        rlock__conn *ctx = c->idle[--c->nidle];
+        if (rlock__conn_idle_ok(ctx)) {
+            *out = ctx;
+            got = 1;
+            break;
+        }
+        rlock__conn_close(ctx);
+        c->nopen--;
+    }
+    if (got < 0 && c->nopen < c->opts.max_connections) {
+        c->nopen++;
+        got = 0;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    return got;
+}
+
+void rlock__pool_giveback(rlock_client *c)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    c->nopen--;
+    pthread_cond_signal(&c->pool_cv);
+    pthread_mutex_unlock(&c->pool_mu);
 }
 
 int rlock__connect(rlock_client *c, rlock__conn **out)

@@ -147,6 +147,18 @@ int rlock__conn_get(rlock_client *c, rlock__conn **out);
 void rlock__conn_put(rlock_client *c, rlock__conn *ctx, int broken);
 /* Closes every idle connection (fork, close). */
 void rlock__pool_drain(rlock_client *c);
+/* Without waiting: 1 and *out, an idle connection; 0, none idle but a
+ * place to open one is reserved (open it with rlock__connect_start, or
+ * give the place back with rlock__pool_giveback); -1, all are busy. */
+int rlock__pool_try(rlock_client *c, rlock__conn **out);
+void rlock__pool_giveback(rlock_client *c);
+/* Starts a connection to the client's server (single-server clients)
+ * without waiting, with its handshake queued: *hs replies to take first,
+ * and check with rlock__connect_finish once they are ready. */
+int rlock__connect_start(rlock_client *c, rlock__conn **out, int *hs,
+                         int *first_script);
+int rlock__connect_finish(rlock_client *c, rlock__conn *ctx, int hs,
+                          int first_script);
 
 /*
  * Deadlines (see conn.c). rlock__call_begin fixes the calling thread's
@@ -378,7 +390,7 @@ typedef struct rlock__node rlock__node;
 typedef struct rlock__node_result {
     int rc;            /* RLOCK_OK: reply holds the node's answer */
     redisReply *reply; /* owned by the caller (rlock__rl_results_free) */
-    int sent;          /* the request went to the node's worker */
+    int sent;          /* the request was queued for the node */
     char err[200];     /* rc != RLOCK_OK: what happened, naming the node */
 } rlock__node_result;
 
@@ -552,9 +564,8 @@ struct rlock_client {
     double drift;        /* drift allowance, a fraction of the lease */
     int node_timeout_ms; /* longest wait for one node's answer */
     rlock_client_opts node_opts; /* what each node's client is opened with */
-    int nodes_ready;     /* nodes_mu and nodes_cv exist */
-    pthread_mutex_t nodes_mu;
-    pthread_cond_t nodes_cv;
+    int nodes_ready;     /* nodes_mu exists */
+    pthread_mutex_t nodes_mu; /* guards each node's busy connection */
 
     /* Sentinel (redis-sentinel://): the sentinels, the master's name, and
      * where they last said it is (addr_mu guards the address). */
@@ -590,6 +601,12 @@ struct rlock_mutex {
     unsigned sub_gen; /* the client's fork generation when it subscribed */
     rlock__hold *holds; /* holds taken through this handle (mu held) */
 };
+
+/* rlock_client_open without connecting: a single-server client whose
+ * first connection is opened by its first request. */
+rlock_client *rlock__client_open_lazy(const char *url,
+                                      const rlock_client_opts *opts,
+                                      int *err);
 
 /* Called at the start of every API call on c: handles a fork since the
  * last call (new identity, no inherited connections or holds). */

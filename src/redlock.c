@@ -5,13 +5,14 @@
  * A hold exists when a majority (N/2 + 1) of the nodes took it within its
  * validity: the lease, less the time the requests took, less a drift
  * allowance (drift x lease + 2 ms) for clocks that run at different
- * rates. Requests go to every node at once: each node has a worker
- * thread and a client of its own (a single-instance rlock client, so
- * scripts, timeouts and error replies work as they do everywhere else),
+ * rates. Requests go to every node at once, over one poll: each node is
+ * a client of its own (a single-instance rlock client, so scripts,
+ * credentials and error replies work as they do everywhere else) whose
+ * connection is driven by the caller's thread together with the others,
  * and the caller waits for all of them, or for the per-node timeout,
- * whichever comes first. A node still busy with an earlier request (a
- * paused server) counts as failed at once rather than queueing more work
- * behind it.
+ * whichever comes first. No thread per node. A node still busy with an
+ * earlier request (a paused server) counts as failed at once rather than
+ * queueing more work behind it.
  *
  * Fencing across nodes: the first round takes the lock on each node with
  * that node's own next token; the hold's token is the largest of the
@@ -36,227 +37,262 @@
 #include "internal.h"
 #include "reply.h"
 
-/* One request for one node; owned by the caller and the worker together
- * (refs), so that a caller that stopped waiting leaves it to the worker. */
-typedef struct job {
-    struct job *next; /* in a node's "later" queue */
-    int refs;
-    int done;
-    enum rlock__script s;
-    int nkeys, nargs;
-    char **strs; /* keys then args, copied */
-    size_t *lens;
-    int rc;
-    redisReply *reply;
-    char err[150];
-} job;
-
 struct rlock__node {
     rlock_client *parent;
-    rlock_client *sub; /* a single-instance client for this node */
+    rlock_client *sub; /* a single-instance client for this node (NULL
+                          while it could not be opened) */
     char where[40];    /* host:port, for messages (may be cut short) */
     char url[220];     /* redis://host:port */
-    pthread_t thread;
-    int started;
-    int stop;
-    job *job; /* the request being run, or NULL */
-    /* Undos that found the node busy: they run after the request in
-     * progress, on the same connection if it survives, so that they come
-     * after what they undo. */
-    job *later, *later_tail;
-    pthread_cond_t cv;
+    /* A connection whose replies are still owed: a request the caller
+     * stopped waiting for (a paused or slow node). Undos for the node go
+     * behind it, on the same connection, so that they reach the node after
+     * what they undo; other requests fail at once rather than pile up. */
+    rlock__conn *busy;
+    int64_t busy_since;
 };
 
-static void job_unref(job *j)
+/* How long a node's owed replies are waited for, in the background of
+ * later requests, before its connection is given up. */
+static int64_t busy_limit_ns(const rlock_client *c)
 {
-    int i;
+    int64_t ms = c->opts.command_timeout_ms;
 
-    if (--j->refs > 0)
+    if (ms < 10 * (int64_t)c->node_timeout_ms)
+        ms = 10 * (int64_t)c->node_timeout_ms;
+    return ms * RLOCK__NS_PER_MS;
+}
+
+/* Collects what a busy node has answered since (nodes_mu held); frees
+ * the connection for new requests once nothing is owed. */
+static void settle_busy(rlock__node *n)
+{
+    rlock__conn *b = n->busy;
+
+    if (!b)
         return;
-    for (i = 0; i < j->nkeys + j->nargs; i++)
-        free(j->strs[i]);
-    free(j->strs);
-    free(j->lens);
-    if (j->reply)
-        freeReplyObject(j->reply);
-    free(j);
+    rlock__conn_io(b, 0);
+    if (rlock__conn_error(b)->code != 0 ||
+        rlock__now_ns() - n->busy_since > busy_limit_ns(n->parent)) {
+        rlock__conn_put(n->sub, b, 1);
+        n->busy = NULL;
+    } else if (rlock__conn_pending(b) == 0) {
+        rlock__conn_put(n->sub, b, 0);
+        n->busy = NULL;
+    }
 }
 
-static void *worker(void *arg)
+/* One node's part of a request in flight. */
+typedef struct leg {
+    rlock__conn *conn;
+    rlock__script_call call;
+    int called;           /* call is built (to be freed) */
+    int hs, first_script; /* handshake replies owed first (new conn) */
+    int retried;          /* NOSCRIPT: sent again with the body */
+} leg;
+
+/* Node i's error: what its client recorded, naming the node. */
+static void node_err(rlock_client *c, int i, rlock__node_result *r, int rc)
 {
-    rlock__node *n = arg;
-    rlock_client *c = n->parent;
+    r->rc = rc;
+    snprintf(r->err, sizeof r->err, "%s: %s", c->nodes[i].where,
+             rlock_client_errmsg(c->nodes[i].sub));
+}
 
-    pthread_mutex_lock(&c->nodes_mu);
-    for (;;) {
-        job *j;
-        redisReply *r = NULL;
-        int rc;
+/* Starts node i's part: a connection from its pool (or a new one, its
+ * handshake queued), the script queued behind. 0 if under way. */
+static int leg_start(rlock_client *c, int i, enum rlock__script s, int nkeys,
+                     const char **keys, const size_t *key_lens, int nargs,
+                     const char **args, const size_t *arg_lens, leg *l,
+                     rlock__node_result *res)
+{
+    rlock__node *n = &c->nodes[i];
+    int got, rc;
 
-        while (!n->stop && !n->job && !n->later)
-            pthread_cond_wait(&n->cv, &c->nodes_mu);
-        if (n->stop)
-            break;
-        if (!n->job) {
-            n->job = n->later;
-            n->later = n->later->next;
-            if (!n->later)
-                n->later_tail = NULL;
+    got = rlock__pool_try(n->sub, &l->conn);
+    if (got < 0) {
+        snprintf(res->err, sizeof res->err,
+                 "%s: still busy with an earlier request", n->where);
+        return -1;
+    }
+    if (got == 0) {
+        rc = rlock__connect_start(n->sub, &l->conn, &l->hs, &l->first_script);
+        if (rc != RLOCK_OK) {
+            rlock__pool_giveback(n->sub);
+            l->conn = NULL;
+            node_err(c, i, res, rc);
+            return -1;
         }
-        j = n->job;
-        pthread_mutex_unlock(&c->nodes_mu);
-        if (!n->sub) /* down when the client was opened: try now */
-            n->sub = rlock_client_open(n->url, &c->node_opts, &rc);
-        if (n->sub)
-            rc = rlock__eval(n->sub, j->s, &r, j->nkeys, (const char **)j->strs,
-                             j->lens, j->nargs,
-                             (const char **)j->strs + j->nkeys,
-                             j->lens + j->nkeys);
-        pthread_mutex_lock(&c->nodes_mu);
-        j->rc = rc;
-        j->reply = r;
-        if (rc != RLOCK_OK)
-            snprintf(j->err, sizeof j->err, "%s", rlock_client_errmsg(n->sub));
-        j->done = 1;
-        n->job = NULL;
-        job_unref(j);
-        pthread_cond_broadcast(&c->nodes_cv);
     }
-    pthread_mutex_unlock(&c->nodes_mu);
-    return NULL;
+    rc = rlock__script_argv(n->sub, s, nkeys, keys, key_lens, nargs, args,
+                            arg_lens, &l->call);
+    if (rc == RLOCK_OK) {
+        l->called = 1;
+        rc = rlock__conn_append(l->conn, l->call.argc, l->call.argv,
+                                l->call.lens);
+    }
+    if (rc != RLOCK_OK) {
+        rlock__conn_put(n->sub, l->conn, 1);
+        l->conn = NULL;
+        res->rc = rc;
+        snprintf(res->err, sizeof res->err, "%s: out of memory", n->where);
+        return -1;
+    }
+    res->sent = 1;
+    return 0;
 }
 
-/* Starts the workers that are not running (nodes_mu held). */
-static int start_workers(rlock_client *c)
+/* After a round: node i's outcome from its connection. Returns 1 if the
+ * leg goes on (sent again after NOSCRIPT), else 0 (res filled). */
+static int leg_settle(rlock_client *c, int i, enum rlock__script s, leg *l,
+                      rlock__node_result *res, size_t *want)
 {
-    int i;
+    rlock__node *n = &c->nodes[i];
+    rlock__conn *conn = l->conn;
+    redisReply *r = NULL;
+    int rc;
 
-    for (i = 0; i < c->nnodes; i++) {
-        rlock__node *n = &c->nodes[i];
-        if (n->started)
-            continue;
-        n->stop = 0;
-        n->job = NULL;
-        if (pthread_create(&n->thread, NULL, worker, n) != 0)
-            return rlock__fail(c, RLOCK_ENOMEM,
-                               "cannot start a thread for node %s", n->where);
-        n->started = 1;
+    if (rlock__conn_error(conn)->code != 0) {
+        rlock__conn_put(n->sub, conn, 1);
+        l->conn = NULL;
+        node_err(c, i, res,
+                 rlock__net_error(n->sub, rlock__conn_error(conn), "request"));
+        return 0;
     }
-    return RLOCK_OK;
+    if (rlock__conn_ready(conn) < *want) {
+        /* No answer in time: the node is failed for this request, and
+         * the connection waits for what it owes (see settle_busy). */
+        rlock__conn_discard(conn, rlock__conn_pending(conn));
+        snprintf(res->err, sizeof res->err, "%s: no reply within %d ms",
+                 n->where, c->node_timeout_ms);
+        res->rc = RLOCK_ENOREPLY;
+        l->conn = NULL;
+        pthread_mutex_lock(&c->nodes_mu);
+        if (n->busy) /* cannot happen: a busy node gets no request */
+            rlock__conn_put(n->sub, n->busy, 1);
+        n->busy = conn;
+        n->busy_since = rlock__now_ns();
+        pthread_mutex_unlock(&c->nodes_mu);
+        return 0;
+    }
+    if (l->hs > 0) {
+        rc = rlock__connect_finish(n->sub, conn, l->hs, l->first_script);
+        l->hs = 0;
+        if (rc != RLOCK_OK) {
+            rlock__conn_put(n->sub, conn, 1);
+            l->conn = NULL;
+            node_err(c, i, res, rc);
+            return 0;
+        }
+    }
+    rlock__conn_take(conn, &r);
+    if (rlock__is_noscript(r) && !l->retried) {
+        /* The node lost its scripts (restart, SCRIPT FLUSH): the body
+         * caches it again under the same digest. */
+        freeReplyObject(r);
+        l->retried = 1;
+        rlock__script_call_body(&l->call, s);
+        if (rlock__conn_append(conn, l->call.argc, l->call.argv,
+                               l->call.lens) == RLOCK_OK) {
+            *want = 1;
+            return 1;
+        }
+        rlock__conn_put(n->sub, conn, 1);
+        l->conn = NULL;
+        res->rc = RLOCK_ENOMEM;
+        snprintf(res->err, sizeof res->err, "%s: out of memory", n->where);
+        return 0;
+    }
+    rlock__conn_put(n->sub, conn, 0);
+    l->conn = NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        node_err(c, i, res, rlock__reply_error(n->sub, r));
+        freeReplyObject(r);
+        return 0;
+    }
+    res->rc = RLOCK_OK;
+    res->reply = r;
+    return 0;
 }
 
+/*
+ * One request to every node at once, over one poll: each node's
+ * connection (taken from that node's pool, or opened without waiting,
+ * its handshake in the same write) gets the script, and the caller waits
+ * for every answer or for the per-node timeout, whichever comes first. A
+ * node that lost its scripts is sent the body in a second round within
+ * the same timeout.
+ */
 int rlock__rl_eval(rlock_client *c, enum rlock__script s, int nkeys,
                    const char **keys, const size_t *key_lens, int nargs,
                    const char **args, const size_t *arg_lens, const int *which,
                    rlock__node_result *res)
 {
-    job *jobs[RLOCK__NODES_MAX] = {0};
-    struct timespec ts;
-    int64_t until;
-    int i, k, answered = 0;
+    leg legs[RLOCK__NODES_MAX];
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int64_t deadline = rlock__deadline(c->node_timeout_ms);
+    int i, answered = 0, again = 1;
 
+    memset(legs, 0, sizeof legs);
     pthread_mutex_lock(&c->nodes_mu);
-    if (start_workers(c) != RLOCK_OK) {
-        pthread_mutex_unlock(&c->nodes_mu);
-        return -1;
-    }
     for (i = 0; i < c->nnodes; i++) {
         rlock__node *n = &c->nodes[i];
-        job *j;
 
         res[i].rc = RLOCK_ENOREPLY;
         res[i].reply = NULL;
         res[i].sent = 0;
+        res[i].err[0] = '\0';
         if (which && !which[i]) {
             snprintf(res[i].err, sizeof res[i].err, "not asked");
             continue;
         }
-        if (n->job && s != RLOCK__S_CANCEL) {
-            snprintf(res[i].err, sizeof res[i].err,
-                     "%s: still busy with an earlier request", n->where);
-            continue;
-        }
-        j = calloc(1, sizeof *j);
-        if (j) {
-            j->refs = 1;
-            j->nkeys = nkeys;
-            j->nargs = nargs;
-            j->strs = calloc((size_t)(nkeys + nargs), sizeof *j->strs);
-            j->lens = calloc((size_t)(nkeys + nargs), sizeof *j->lens);
-        }
-        for (k = 0; j && j->strs && j->lens && k < nkeys + nargs; k++) {
-            const char *src = k < nkeys ? keys[k] : args[k - nkeys];
-            size_t len = k < nkeys ? key_lens[k] : arg_lens[k - nkeys];
-            j->strs[k] = malloc(len + 1);
-            if (!j->strs[k])
-                break;
-            memcpy(j->strs[k], src, len);
-            j->strs[k][len] = '\0';
-            j->lens[k] = len;
-        }
-        if (!j || !j->strs || !j->lens || k < nkeys + nargs) {
-            if (j && j->strs)
-                job_unref(j);
-            else if (j) {
-                free(j->lens);
-                free(j);
+        settle_busy(n);
+        if (n->busy) {
+            rlock__script_call call;
+            if (s != RLOCK__S_CANCEL) {
+                snprintf(res[i].err, sizeof res[i].err,
+                         "%s: still busy with an earlier request", n->where);
+                continue;
             }
-            res[i].rc = RLOCK_ENOMEM;
-            snprintf(res[i].err, sizeof res[i].err, "out of memory");
-            continue;
-        }
-        j->s = s;
-        res[i].sent = 1;
-        if (n->job) {
             /* An undo for a busy node: queued behind what it undoes; the
              * caller does not wait for it. */
-            if (n->later_tail)
-                n->later_tail->next = j;
-            else
-                n->later = j;
-            n->later_tail = j;
+            if (rlock__script_argv(n->sub, s, nkeys, keys, key_lens, nargs,
+                                   args, arg_lens, &call) == RLOCK_OK) {
+                if (rlock__conn_append(n->busy, call.argc, call.argv,
+                                       call.lens) == RLOCK_OK) {
+                    rlock__conn_discard(n->busy, 1);
+                    rlock__conn_io(n->busy, 0);
+                    res[i].sent = 1;
+                }
+                rlock__script_call_free(&call);
+            }
             snprintf(res[i].err, sizeof res[i].err,
                      "%s: queued behind an earlier request", n->where);
-            pthread_cond_signal(&n->cv);
             continue;
         }
-        j->refs = 2;
-        n->job = j;
-        jobs[i] = j;
-        pthread_cond_signal(&n->cv);
-    }
-    until = rlock__now_ns() + c->node_timeout_ms * RLOCK__NS_PER_MS;
-    ts.tv_sec = (time_t)(until / 1000000000);
-    ts.tv_nsec = (long)(until % 1000000000);
-    for (;;) {
-        int pending = 0;
-        for (i = 0; i < c->nnodes; i++)
-            if (jobs[i] && !jobs[i]->done)
-                pending = 1;
-        if (!pending || rlock__now_ns() >= until)
-            break;
-        pthread_cond_timedwait(&c->nodes_cv, &c->nodes_mu, &ts);
-    }
-    for (i = 0; i < c->nnodes; i++) {
-        job *j = jobs[i];
-        if (!j)
-            continue;
-        if (j->done) {
-            res[i].rc = j->rc;
-            res[i].reply = j->reply;
-            j->reply = NULL;
-            if (j->rc == RLOCK_OK)
-                answered++;
-            else
-                snprintf(res[i].err, sizeof res[i].err, "%s: %s",
-                         c->nodes[i].where, j->err);
-        } else {
-            snprintf(res[i].err, sizeof res[i].err, "%s: no reply within %d ms",
-                     c->nodes[i].where, c->node_timeout_ms);
-        }
-        job_unref(j);
+        leg_start(c, i, s, nkeys, keys, key_lens, nargs, args, arg_lens,
+                  &legs[i], &res[i]);
     }
     pthread_mutex_unlock(&c->nodes_mu);
+
+    for (i = 0; i < c->nnodes; i++)
+        want[i] = legs[i].conn ? (size_t)legs[i].hs + 1 : 0;
+    while (again) {
+        again = 0;
+        for (i = 0; i < c->nnodes; i++)
+            conns[i] = legs[i].conn;
+        rlock__net_run(conns, c->nnodes, want, deadline);
+        for (i = 0; i < c->nnodes; i++)
+            if (legs[i].conn &&
+                leg_settle(c, i, s, &legs[i], &res[i], &want[i]))
+                again = 1;
+    }
+    for (i = 0; i < c->nnodes; i++) {
+        if (legs[i].called)
+            rlock__script_call_free(&legs[i].call);
+        if (res[i].rc == RLOCK_OK)
+            answered++;
+    }
     return answered;
 }
 
@@ -310,13 +346,7 @@ int64_t rlock__rl_drift_ns(const rlock_client *c, int64_t lease_ms)
 
 static void init_nodes_sync(rlock_client *c)
 {
-    pthread_condattr_t ca;
-
     pthread_mutex_init(&c->nodes_mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->nodes_cv, &ca);
-    pthread_condattr_destroy(&ca);
 }
 
 /* The node list, before anything is opened: 1 to RLOCK__NODES_MAX
@@ -405,6 +435,59 @@ int rlock__rl_parse(rlock_client *c, const char *spec, const char **list_end)
     return check_list(spec, *list_end);
 }
 
+/* Opens a connection to every node at once, each with its handshake, by
+ * the per-node timeout; *down counts the nodes that could not be reached.
+ * An error other than "unreachable" is returned (recorded for NULL). */
+static int connect_round(rlock_client *c, int *down)
+{
+    rlock__conn *conns[RLOCK__NODES_MAX] = {0};
+    size_t want[RLOCK__NODES_MAX] = {0};
+    int hs[RLOCK__NODES_MAX], fs[RLOCK__NODES_MAX];
+    int64_t deadline = rlock__now_ns() + c->node_timeout_ms * RLOCK__NS_PER_MS;
+    int i, rc = RLOCK_OK;
+
+    *down = 0;
+    for (i = 0; i < c->nnodes; i++) {
+        rlock_client *sub = c->nodes[i].sub;
+        if (rlock__pool_try(sub, &conns[i]) != 0 ||
+            rlock__connect_start(sub, &conns[i], &hs[i], &fs[i]) != RLOCK_OK) {
+            if (!conns[i])
+                rlock__pool_giveback(sub);
+            else
+                rlock__conn_put(sub, conns[i], 0);
+            conns[i] = NULL;
+            (*down)++;
+            continue;
+        }
+        want[i] = (size_t)hs[i];
+    }
+    rlock__net_run(conns, c->nnodes, want, deadline);
+    for (i = 0; i < c->nnodes; i++) {
+        rlock_client *sub = c->nodes[i].sub;
+        int r;
+        if (!conns[i])
+            continue;
+        if (rlock__conn_error(conns[i])->code != 0 ||
+            rlock__conn_ready(conns[i]) < want[i]) {
+            rlock__conn_put(sub, conns[i], 1);
+            (*down)++;
+            continue;
+        }
+        r = rlock__connect_finish(sub, conns[i], hs[i], fs[i]);
+        rlock__conn_put(sub, conns[i], r != RLOCK_OK);
+        if (r != RLOCK_OK && r != RLOCK_ECONNECT && r != RLOCK_ENOREPLY &&
+            r != RLOCK_EIO && rc == RLOCK_OK) {
+            char detail[400];
+            snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(sub));
+            rc = rlock__fail(NULL, r, "redlock node %s: %s", c->nodes[i].where,
+                             detail);
+        } else if (r != RLOCK_OK) {
+            (*down)++;
+        }
+    }
+    return rc;
+}
+
 int rlock__rl_open(rlock_client *c, const char *spec,
                    const rlock_client_opts *opts)
 {
@@ -424,13 +507,14 @@ int rlock__rl_open(rlock_client *c, const char *spec,
     c->nodes = calloc(RLOCK__NODES_MAX, sizeof *c->nodes);
     if (!c->nodes)
         return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
-    /* Each node is a client of its own. A node that does not answer
-     * within the per-node timeout is a failed node for that request, but
-     * its worker goes on waiting, with the client's own timeouts: the
-     * connection then survives a short pause, and undos queued behind the
-     * request reach the node after it, in order. Connecting is bounded
-     * by the per-node timeout: a node that cannot be reached now is
-     * opened again when a request comes for it. */
+    /* Each node is a single-server client of its own (its scripts, its
+     * credentials, one connection), but none has a thread: every request
+     * goes to all of them in one poll (rlock__rl_eval). A node that does
+     * not answer within the per-node timeout is a failed node for that
+     * request; its connection keeps waiting for what it owes while later
+     * requests come, so that it survives a short pause, and undos queued
+     * behind the request reach the node after it, in order. Connecting is
+     * bounded by the per-node timeout too. */
     o.connect_timeout_ms = c->node_timeout_ms;
     o.use_pubsub = 0;
     o.max_connections = 1;
@@ -452,42 +536,37 @@ int rlock__rl_open(rlock_client *c, const char *spec,
 
         snprintf(node->where, sizeof node->where, "%.*s", (int)len, p);
         snprintf(node->url, sizeof node->url, "redis://%.*s", (int)len, p);
-        pthread_cond_init(&node->cv, NULL);
         node->parent = c;
         c->nnodes = ++n; /* from here on it is closed with the client */
-        node->sub = rlock_client_open(node->url, &c->node_opts, &err);
+        node->sub = rlock__client_open_lazy(node->url, &c->node_opts, &err);
         if (!node->sub) {
-            /* A node that is down now may be up later: its worker opens
-             * it then. A node that refuses us, or an address that is not
-             * one, is a mistake to report now. */
-            if (err != RLOCK_ECONNECT && err != RLOCK_ENOREPLY &&
-                err != RLOCK_EIO) {
-                char detail[400];
-                snprintf(detail, sizeof detail, "%s",
-                         rlock_client_errmsg(NULL));
-                return rlock__fail(NULL, err, "redlock node %s: %s",
-                                   node->where, detail);
-            }
-            down++;
+            char detail[400];
+            snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(NULL));
+            return rlock__fail(NULL, err, "redlock node %s: %s", node->where,
+                               detail);
         }
         p += len + (comma ? 1 : 0);
         if (!comma)
             break;
     }
-    if (n - down < n / 2 + 1)
+    init_nodes_sync(c);
+    c->nodes_ready = 1;
+    c->quorum = n / 2 + 1;
+    /* Every node at once: a majority must answer now. A node that is down
+     * may be up later (it is connected to again when a request comes); a
+     * node that refuses us, or an address that is not one, is a mistake
+     * to report now. */
+    rc = connect_round(c, &down);
+    if (rc != RLOCK_OK)
+        return rc;
+    if (n - down < c->quorum)
         return rlock__fail(NULL, RLOCK_EQUORUM,
                            "redlock: only %d of %d nodes could be reached "
                            "(a majority is %d)",
-                           n - down, n, n / 2 + 1);
-    c->quorum = n / 2 + 1;
-    init_nodes_sync(c);
-    c->nodes_ready = 1;
+                           n - down, n, c->quorum);
     snprintf(c->where, sizeof c->where, "redlock://%.*s",
              (int)(end - spec) < 280 ? (int)(end - spec) : 280, spec);
-    pthread_mutex_lock(&c->nodes_mu);
-    rc = start_workers(c);
-    pthread_mutex_unlock(&c->nodes_mu);
-    return rc;
+    return RLOCK_OK;
 }
 
 void rlock__rl_close(rlock_client *c)
@@ -496,32 +575,13 @@ void rlock__rl_close(rlock_client *c)
 
     if (!c->nodes)
         return;
-    if (c->nodes_ready) {
-        pthread_mutex_lock(&c->nodes_mu);
-        for (i = 0; i < c->nnodes; i++) {
-            c->nodes[i].stop = 1;
-            pthread_cond_signal(&c->nodes[i].cv);
-        }
-        pthread_mutex_unlock(&c->nodes_mu);
-        for (i = 0; i < c->nnodes; i++)
-            if (c->nodes[i].started)
-                pthread_join(c->nodes[i].thread, NULL);
-    }
     for (i = 0; i < c->nnodes; i++) {
-        if (c->nodes[i].job) /* left by a worker that never finished */
-            job_unref(c->nodes[i].job);
-        while (c->nodes[i].later) {
-            job *j = c->nodes[i].later;
-            c->nodes[i].later = j->next;
-            job_unref(j);
-        }
+        if (c->nodes[i].busy)
+            rlock__conn_put(c->nodes[i].sub, c->nodes[i].busy, 1);
         rlock_client_close(c->nodes[i].sub);
-        pthread_cond_destroy(&c->nodes[i].cv);
     }
-    if (c->nodes_ready) {
+    if (c->nodes_ready)
         pthread_mutex_destroy(&c->nodes_mu);
-        pthread_cond_destroy(&c->nodes_cv);
-    }
     free(c->nodes);
     c->nodes = NULL;
 }
@@ -530,14 +590,15 @@ void rlock__rl_after_fork(rlock_client *c)
 {
     int i;
 
-    /* Only the forking thread exists in the child: the workers are gone
-     * and will be started again; each node's client starts afresh. */
+    /* Only the forking thread exists in the child; each node's client
+     * starts afresh, and what the parent waited for is not the child's. */
     init_nodes_sync(c);
     for (i = 0; i < c->nnodes; i++) {
-        c->nodes[i].started = 0;
-        c->nodes[i].job = NULL; /* the parent's (memory lost, not freed) */
-        c->nodes[i].later = c->nodes[i].later_tail = NULL;
-        pthread_cond_init(&c->nodes[i].cv, NULL);
-        rlock__client_after_fork_check(c->nodes[i].sub);
+        if (c->nodes[i].busy) {
+            rlock__conn_close(c->nodes[i].busy);
+            c->nodes[i].busy = NULL;
+        }
+        if (c->nodes[i].sub)
+            rlock__client_after_fork_check(c->nodes[i].sub);
     }
 }

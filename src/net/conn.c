@@ -43,6 +43,7 @@ struct rlock__conn {
     int fd;
     const rlock__transport *t;
     void *tdata;
+    int connecting; /* the TCP or unix connect is still in progress */
     int handshaking;
     short t_wants; /* what the transport's last blocked call waits for */
     int push;
@@ -332,7 +333,7 @@ static int wait_connected(int fd, int64_t deadline_ns, rlock__neterr *err,
 }
 
 static int connect_unix(const char *path, int64_t deadline_ns, int *out,
-                        rlock__neterr *err)
+                        int *in_progress, rlock__neterr *err)
 {
     struct sockaddr_un sa;
     int fd;
@@ -356,7 +357,9 @@ static int connect_unix(const char *path, int64_t deadline_ns, int *out,
             close(fd);
             return err->code;
         }
-        if (wait_connected(fd, deadline_ns, err, path) != RLOCK_OK) {
+        if (in_progress) {
+            *in_progress = 1;
+        } else if (wait_connected(fd, deadline_ns, err, path) != RLOCK_OK) {
             close(fd);
             return err->code;
         }
@@ -366,7 +369,8 @@ static int connect_unix(const char *path, int64_t deadline_ns, int *out,
 }
 
 static int connect_tcp(const char *host, int port, int keepalive,
-                       int64_t deadline_ns, int *out, rlock__neterr *err)
+                       int64_t deadline_ns, int *out, int *in_progress,
+                       rlock__neterr *err)
 {
     struct addrinfo hints, *res = NULL, *ai;
     char portstr[16], where[300];
@@ -397,9 +401,14 @@ static int connect_tcp(const char *host, int port, int keepalive,
             set_err(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
             continue;
         }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
-            (errno == EINPROGRESS &&
-             wait_connected(fd, deadline_ns, err, where) == RLOCK_OK))
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        if (errno == EINPROGRESS && in_progress) {
+            *in_progress = 1; /* the caller's loop sees it through */
+            break;
+        }
+        if (errno == EINPROGRESS &&
+            wait_connected(fd, deadline_ns, err, where) == RLOCK_OK)
             break;
         if (errno != EINPROGRESS)
             set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", where,
@@ -419,8 +428,11 @@ static int connect_tcp(const char *host, int port, int keepalive,
     return RLOCK_OK;
 }
 
-int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
-                     rlock__conn **out, rlock__neterr *err)
+/* Connects (waiting by deadline_ns unless in_progress is given, which
+ * then says whether the connect is still under way) and builds the
+ * connection around the socket. */
+static int start(const rlock__endpoint *ep, int64_t deadline_ns,
+                 rlock__conn **out, int *in_progress, rlock__neterr *err)
 {
     rlock__conn *c;
     int fd = -1, rc;
@@ -428,10 +440,10 @@ int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
     err->code = 0;
     err->msg[0] = '\0';
     if (ep->path)
-        rc = connect_unix(ep->path, deadline_ns, &fd, err);
+        rc = connect_unix(ep->path, deadline_ns, &fd, in_progress, err);
     else
         rc = connect_tcp(ep->host, ep->port, ep->keepalive, deadline_ns, &fd,
-                         err);
+                         in_progress, err);
     if (rc != RLOCK_OK)
         return rc;
     c = calloc(1, sizeof *c);
@@ -443,27 +455,54 @@ int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
     }
     c->fd = fd;
     c->t = &rlock__plain_transport;
+    c->connecting = in_progress && *in_progress;
     fill_bounds(&c->b, &ep->bounds);
     if (ep->tls) {
         const char *name = ep->sni ? ep->sni : ep->host ? ep->host : "";
-        size_t none = 0;
 
         rc = rlock__tls_attach(c, ep->tls, name, err);
-        if (rc == RLOCK_OK)
-            rc = rlock__net_run(&c, 1, &none, deadline_ns);
-        if (rc == RLOCK_OK && c->err.code != 0) {
-            *err = c->err;
-            rc = err->code;
-        } else if (rc == RLOCK_OK && c->handshaking) {
-            rc = RLOCK_ENOREPLY;
-        }
-        if (rc == RLOCK_ENOREPLY && err->code != RLOCK_ENOREPLY)
-            set_err(err, RLOCK_ENOREPLY,
-                    "TLS handshake with %s not done in time", name);
         if (rc != RLOCK_OK) {
             rlock__conn_close(c);
-            return err->code;
+            return rc;
         }
+    }
+    *out = c;
+    return RLOCK_OK;
+}
+
+int rlock__conn_start(const rlock__endpoint *ep, rlock__conn **out,
+                      rlock__neterr *err)
+{
+    int in_progress = 0;
+
+    return start(ep, 0, out, &in_progress, err);
+}
+
+int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
+                     rlock__conn **out, rlock__neterr *err)
+{
+    rlock__conn *c;
+    size_t none = 0;
+    int rc;
+
+    if ((rc = start(ep, deadline_ns, &c, NULL, err)) != RLOCK_OK)
+        return rc;
+    if (!c->handshaking) {
+        *out = c;
+        return RLOCK_OK;
+    }
+    rc = rlock__net_run(&c, 1, &none, deadline_ns);
+    if (rc == RLOCK_OK && c->err.code != 0) {
+        *err = c->err;
+        rc = err->code;
+    } else if (rc == RLOCK_OK && c->handshaking) {
+        rc = RLOCK_ENOREPLY;
+    }
+    if (rc == RLOCK_ENOREPLY && err->code != RLOCK_ENOREPLY)
+        set_err(err, RLOCK_ENOREPLY, "TLS handshake not done in time");
+    if (rc != RLOCK_OK) {
+        rlock__conn_close(c);
+        return err->code;
     }
     *out = c;
     return RLOCK_OK;
@@ -525,6 +564,8 @@ short rlock__conn_events(const rlock__conn *c)
 
     if (c->err.code != 0)
         return 0;
+    if (c->connecting)
+        return POLLOUT;
     if (c->handshaking)
         return c->t_wants;
     if (c->out_off < c->out_len)
@@ -661,6 +702,21 @@ int rlock__conn_io(rlock__conn *c, short revents)
     (void)revents; /* each step finds out for itself what it can do */
     if (c->err.code != 0)
         return c->err.code;
+    if (c->connecting) {
+        struct pollfd p = {c->fd, POLLOUT, 0};
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+
+        if (poll(&p, 1, 0) <= 0)
+            return RLOCK_OK; /* still under way */
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+            soerr = errno;
+        if (soerr != 0) {
+            rlock__conn_fail(c, RLOCK_ECONNECT, "connect: %s", strerror(soerr));
+            return c->err.code;
+        }
+        c->connecting = 0;
+    }
     if (c->handshaking) {
         int h = c->t->handshake(c, &e);
         if (h == RLOCK__IO_ERROR) {
@@ -750,7 +806,7 @@ int rlock__conn_idle_ok(rlock__conn *c)
     struct pollfd p;
 
     if (c->err.code != 0 || c->expected > 0 || c->nready > 0 ||
-        c->out_off < c->out_len || c->handshaking)
+        c->out_off < c->out_len || c->handshaking || c->connecting)
         return 0;
     p.fd = c->fd;
     p.events = POLLIN;
@@ -790,7 +846,7 @@ int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
 
             if (!c || c->err.code != 0)
                 continue;
-            if (!c->handshaking && c->nready >= want[i])
+            if (!c->handshaking && !c->connecting && c->nready >= want[i])
                 continue;
             ev = rlock__conn_events(c);
             if (ev == 0) {

@@ -84,6 +84,17 @@ typedef struct rlock__neterr {
 int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
                      rlock__conn **out, rlock__neterr *err);
 
+/*
+ * As rlock__conn_open, without waiting: the connect (and the TLS handshake
+ * after it) are under way when it returns, and commands may be queued at
+ * once; they are written when the connection is up. Whoever drives the
+ * connection sees it through (rlock__net_run, or its own loop). Failures
+ * that show at once (refused, no such address) are returned here; later
+ * ones break the connection (RLOCK_ECONNECT with the cause).
+ */
+int rlock__conn_start(const rlock__endpoint *ep, rlock__conn **out,
+                      rlock__neterr *err);
+
 /* Closes the socket and frees everything, replies not taken included.
  * NULL is a no-op. */
 void rlock__conn_close(rlock__conn *c);
