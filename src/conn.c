@@ -235,7 +235,7 @@ static int handshake_error(rlock_client *c, int rc)
         return rlock__fail(c, RLOCK_ENOREPLY,
                            "connecting to %s: no reply within %d ms",
                            c->where, c->opts.connect_timeout_ms);
-    if (rc != RLOCK_EIO && rc != RLOCK_EPROTO)
+    if (rc != RLOCK_EIO)
         return rc;
     snprintf(detail, sizeof detail, "%s", rlock_client_errmsg(c));
     return rlock__fail(c, RLOCK_ECONNECT, "%s", detail);

@@ -47,6 +47,33 @@
  * RLOCK_EIO) may have been carried out by Redis: the
  * library undoes an acquisition that may have happened, and a release or
  * extension may be called again.
+ *
+ * Deadlines
+ * ---------
+ * Every call has one absolute deadline on the monotonic clock, fixed when
+ * it starts: command_timeout_ms later (plus sync_timeout_ms for a write
+ * that waits for replicas). It covers everything the call does with Redis:
+ * waiting for a free connection, connecting (TCP or unix, TLS, AUTH,
+ * SELECT, loading the scripts; the connect part also within
+ * connect_timeout_ms), sending, and every byte of every reply. A server
+ * that stalls, trickles its reply a byte at a time, or never answers makes
+ * the call return RLOCK_ENOREPLY at its deadline (plus scheduling delay),
+ * never later. Waiting calls give each attempt such a deadline, and wait
+ * between attempts only as long as the caller asked. Each function below
+ * says how long it may take. (Host names are resolved with getaddrinfo(3),
+ * which no deadline can interrupt; give addresses to avoid it.)
+ *
+ * A hold is believed only as long as its lease lasts as this client
+ * counts it: from the moment the last acquisition or renewal that Redis
+ * confirmed was sent. When that lease ends without a confirmed renewal,
+ * the hold is lost (on_lost is called, unlock and extend return
+ * RLOCK_ELOST), whatever a late reply may say.
+ *
+ * Replies are bounded (rlock_client_opts.max_reply_bytes and the fields
+ * that follow it): a server cannot make the client allocate more, and a
+ * reply over a bound returns RLOCK_EPROTO naming the bound. Every socket
+ * and pipe the library opens is close-on-exec, and no write raises
+ * SIGPIPE.
  */
 #ifndef RLOCK_RLOCK_H
 #define RLOCK_RLOCK_H
@@ -128,8 +155,8 @@ typedef struct rlock_client_opts {
      * including AUTH and SELECT. Default 2000 ms. Must be > 0. */
     int connect_timeout_ms;
 
-    /* Time allowed for one command's reply; a call returns RLOCK_ENOREPLY
-     * rather than hang past it. Default 2000 ms. Must be > 0. */
+    /* A call's deadline (see Deadlines above): it returns RLOCK_ENOREPLY
+     * rather than hang past it, however the server answers. Default 2000 ms. Must be > 0. */
     int command_timeout_ms;
 
     /* Lease used when a mutex has lease_ms = 0: the lock is taken for this
@@ -260,7 +287,12 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * knows the master, the server is not the master, or a cluster has no
  * slots), RLOCK_EQUORUM (fewer than a majority of Redlock nodes reached).
  * The detail is available from rlock_client_errmsg(NULL) on the same
- * thread.
+ * thread. RLOCK_EPROTO: the server's reply broke the protocol or a reply
+ * bound.
+ *
+ * Takes at most connect_timeout_ms (for Sentinel, that for each sentinel
+ * asked, then for the master; for Redlock, node_timeout_ms for all nodes
+ * at once), plus name resolution.
  *
  * Thread-safe. The caller owns the client and frees it with
  * rlock_client_close().
@@ -309,7 +341,9 @@ typedef struct rlock_server_info {
 /*
  * Sends PING and INFO server: fills *info with the server's version and
  * the round-trip time of the PING. Returns RLOCK_OK, RLOCK_EINVAL (NULL
- * argument), or a connection error as rlock_mutex_lock. Thread-safe.
+ * argument), or a connection error as rlock_mutex_lock, within
+ * command_timeout_ms of its start (Redlock: each node in turn, each
+ * within node_timeout_ms). Thread-safe.
  */
 RLOCK_API int rlock_client_ping(rlock_client *c, rlock_server_info *info);
 
@@ -434,7 +468,8 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  *
  * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
  * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ENOREPLY (Redis did not answer within the
- * command timeout), RLOCK_EREDIS (for example a key of another type
+ * command timeout; each attempt has a deadline of its own, see Deadlines
+ * above), RLOCK_EREDIS (for example a key of another type
  * under the lock's name; nothing is changed), RLOCK_EPROTO,
  * RLOCK_EUNAVAILABLE (the server is a replica, is loading its data, or
  * its master or cluster is down; the message says which), RLOCK_EREPLICAS
@@ -450,7 +485,8 @@ RLOCK_API int rlock_mutex_lock(rlock_mutex *m);
  * another owner holds the lock or waits ahead of the caller, or if Redis
  * granted it but the reply arrived after the lease had ended (the grant is
  * undone; the message says so); other errors as rlock_mutex_lock.
- * Thread-safe.
+ * Returns within command_timeout_ms (+ sync_timeout_ms with
+ * sync_replicas) of its start. Thread-safe.
  */
 RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
 
@@ -459,7 +495,8 @@ RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
  * the monotonic clock) and then returns RLOCK_ETIMEDOUT, leaving no trace
  * in the lock's queue. wait_ms = 0 behaves as rlock_mutex_trylock except
  * that it returns RLOCK_ETIMEDOUT instead of RLOCK_EBUSY. wait_ms < 0 or
- * > RLOCK_MS_MAX: RLOCK_EINVAL. Thread-safe.
+ * > RLOCK_MS_MAX: RLOCK_EINVAL. Returns within wait_ms plus one attempt's
+ * deadline (command_timeout_ms). Thread-safe.
  */
 RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
 
@@ -472,7 +509,9 @@ RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
  * untouched); RLOCK_ELOST if the hold was lost (expired, deleted, taken by
  * another owner) — the local hold is forgotten and another owner's lock is
  * untouched; RLOCK_EIO / RLOCK_ENOREPLY / RLOCK_EREDIS / RLOCK_EPROTO (the
- * hold is kept, call again). Thread-safe.
+ * hold is kept, call again). Returns within command_timeout_ms of its
+ * start; RLOCK_ELOST without a round trip once the hold's lease, as this
+ * client counts it, has ended. Thread-safe.
  */
 RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
 
@@ -486,7 +525,10 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
  * RLOCK_ENOREPLY, RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_EUNAVAILABLE;
  * RLOCK_EREPLICAS (sync_replicas: Redis extended the lease but too few
  * replicas acknowledged it; the hold is kept, but its lease end as this
- * client counts it is not moved). Thread-safe.
+ * client counts it is not moved). Returns within command_timeout_ms (+
+ * sync_timeout_ms with sync_replicas) of its start; a hold reported lost
+ * while the call waited for its reply stays lost (RLOCK_ELOST).
+ * Thread-safe.
  */
 RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
 
@@ -535,7 +577,8 @@ typedef struct rlock_status {
 /*
  * Reads the lock's state in one atomic step, without changing anything.
  * Returns RLOCK_OK, RLOCK_EINVAL (NULL argument), RLOCK_EREDIS (for example
- * WRONGTYPE), or a connection error. Thread-safe.
+ * WRONGTYPE), or a connection error, within command_timeout_ms of its
+ * start. Thread-safe.
  */
 RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
 
@@ -544,7 +587,8 @@ RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
  * next unlock or renewal reports RLOCK_ELOST) and hands it to the first
  * queued waiter. If removed is not NULL it receives what was removed
  * (removed->held = 0 if the lock was free). Returns RLOCK_OK, RLOCK_EINVAL,
- * RLOCK_EREDIS or a connection error. Thread-safe.
+ * RLOCK_EREDIS or a connection error, within command_timeout_ms of its
+ * start. Thread-safe.
  */
 RLOCK_API int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed);
 
