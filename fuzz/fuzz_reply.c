@@ -224,7 +224,8 @@ static void check_error(const redisReply *r)
         return;
     rc = rlock__reply_error(&fake_client, r);
     FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS ||
-               rc == RLOCK_EREPLICAS || rc == RLOCK_EUNAVAILABLE);
+               rc == RLOCK_EREPLICAS || rc == RLOCK_EUNAVAILABLE ||
+               rc == RLOCK_EPERM);
     /* The deployment's states by their code (the first word), nothing
      * else. */
     if (code_is(r, "NOREPLICAS"))
@@ -232,6 +233,8 @@ static void check_error(const redisReply *r)
     else if (code_is(r, "READONLY") || code_is(r, "LOADING") ||
              code_is(r, "MASTERDOWN") || code_is(r, "CLUSTERDOWN"))
         FUZZ_CHECK(rc == RLOCK_EUNAVAILABLE);
+    else if (code_is(r, "NOPERM"))
+        FUZZ_CHECK(rc == RLOCK_EPERM); /* an ACL's refusal, by its code */
     else
         FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS);
     msg = rlock_client_errmsg(&fake_client);
