@@ -36,6 +36,21 @@ int rlock__fail(const rlock_client *c, int code, const char *fmt, ...)
 #define RLOCK__NS_PER_MS INT64_C(1000000)
 
 int64_t rlock__now_ns(void); /* CLOCK_MONOTONIC */
+
+/*
+ * How much sooner than Redis a holder of one server gives up a lease of
+ * lease_ms: 1 % for clocks that run at slightly different rates, plus
+ * 2 ms (a tenth of a lease shorter than 20 ms) for the scheduling between
+ * the lease's end and the moment the holder is told. The lease is counted
+ * from before the request left, so the time it took to reach Redis is
+ * on the safe side already. (Redlock has its own drift allowance.)
+ */
+static inline int64_t rlock__margin_ns(int64_t lease_ms)
+{
+    int64_t fixed_ms = lease_ms / 10 < 2 ? lease_ms / 10 : 2;
+
+    return lease_ms * (RLOCK__NS_PER_MS / 100) + fixed_ms * RLOCK__NS_PER_MS;
+}
 /* Uniform random integer in [lo, hi]; not for secrets. Thread-safe. */
 int64_t rlock__jitter(int64_t lo, int64_t hi);
 /* Fills buf with len bytes from the OS random source; 0 or -1. */

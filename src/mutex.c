@@ -303,7 +303,8 @@ int rlock__hold_record(rlock_mutex *m, uint64_t thread, uint64_t token,
         c->shortest_lease_ms = granted_ms;
     h->lost = 0;
     h->notify = 0;
-    h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS;
+    h->valid_until =
+        t0 + granted_ms * RLOCK__NS_PER_MS - rlock__margin_ns(granted_ms);
     h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
     rlock__bg_kick_before(c, h->renew_at);
     return RLOCK_OK;
@@ -647,7 +648,7 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     rlock__hold *h;
     int ok = 0, replicas = rlock__sync_replicas(m);
     long long acks = 0;
-    int64_t t0, drift_ns = 0; /* Redlock's allowance */
+    int64_t t0, drift_ns; /* how much sooner than Redis to give up */
     int rc;
 
     thread = rlock__thread_number();
@@ -661,6 +662,7 @@ static int extend_hold(rlock_mutex *m, int64_t lease_ms)
     lens[2] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease_ms);
     args[2] = lease_s;
     t0 = rlock__now_ns();
+    drift_ns = rlock__margin_ns(lease_ms);
     if (c->nnodes) {
         /* Redlock: a majority, within the validity (drift allowed). */
         rc = rlock__rl_extend(m, token, lease_ms);

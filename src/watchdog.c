@@ -150,8 +150,9 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
                 h->renewals++;
             h->cur_lease_ms = rn[i].lease_ms;
             h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS;
-            if (c->nnodes)
-                h->valid_until -= rlock__rl_drift_ns(c, rn[i].lease_ms);
+            h->valid_until -= c->nnodes
+                                  ? rlock__rl_drift_ns(c, rn[i].lease_ms)
+                                  : rlock__margin_ns(rn[i].lease_ms);
             /* Every batch of a step is due again at the same moment, a
              * period after the step began (a little early for the later
              * batches), so that the holds renewed together stay together

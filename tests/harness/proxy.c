@@ -70,6 +70,7 @@ struct rt_proxy {
 
     pthread_mutex_t mu; /* guards the fields below */
     int64_t delay_ms[2];
+    int64_t trickle_ms[2]; /* > 0: one byte at a time, this far apart */
     int stalled; /* RT_PROXY_TO_* bits */
     int stop;
     int running; /* the thread was started */
@@ -218,6 +219,7 @@ static int write_flow(rt_proxy *p, conn *c, int i)
         chunk *k = f->head;
         ssize_t n;
         int stalled, err;
+        int64_t trickle;
 
         /* Counted out under the lock with the send, so that whoever sees
          * the bytes arrive sees them counted out too. */
@@ -227,7 +229,9 @@ static int write_flow(rt_proxy *p, conn *c, int i)
             pthread_mutex_unlock(&p->mu);
             return 0;
         }
-        n = send(c->fd[1 - i], k->data + k->off, k->len - k->off, MSG_NOSIGNAL);
+        trickle = p->trickle_ms[i];
+        n = send(c->fd[1 - i], k->data + k->off,
+                 trickle > 0 ? 1 : k->len - k->off, MSG_NOSIGNAL);
         err = errno;
         if (n > 0)
             p->pending[i] -= (size_t)n;
@@ -236,6 +240,11 @@ static int write_flow(rt_proxy *p, conn *c, int i)
             return err == EAGAIN || err == EINTR ? 0 : -1;
         k->off += (size_t)n;
         f->queued -= (size_t)n;
+        if (k->off < k->len && trickle > 0) {
+            /* The next byte of this chunk, and every later chunk, waits. */
+            k->due_ms = rt_now_ms() + trickle;
+            return 0;
+        }
         if (k->off < k->len)
             return 0; /* the socket is full: wait for POLLOUT */
         f->head = k->next;
@@ -457,6 +466,15 @@ void rt_proxy_set_delay(rt_proxy *p, int64_t to_server_ms, int64_t to_client_ms)
     pthread_mutex_lock(&p->mu);
     p->delay_ms[TO_SERVER] = to_server_ms;
     p->delay_ms[TO_CLIENT] = to_client_ms;
+    pthread_mutex_unlock(&p->mu);
+    wake(p);
+}
+
+void rt_proxy_trickle(rt_proxy *p, int64_t to_server_ms, int64_t to_client_ms)
+{
+    pthread_mutex_lock(&p->mu);
+    p->trickle_ms[TO_SERVER] = to_server_ms;
+    p->trickle_ms[TO_CLIENT] = to_client_ms;
     pthread_mutex_unlock(&p->mu);
     wake(p);
 }

@@ -52,6 +52,11 @@ void rt_proxy_set_delay(rt_proxy *p, int64_t to_server_ms,
  * call leaves that direction out (rt_proxy_blackhole(p, 0) lifts every
  * stall); then what was held goes on as soon as its delay allows. */
 void rt_proxy_blackhole(rt_proxy *p, int dirs);
+/* Trickles each direction (0: off): bytes pass one at a time, each
+ * to_*_ms after the one before (a path that keeps a connection alive
+ * while delivering almost nothing). Requests pass at once with
+ * rt_proxy_trickle(p, 0, 400). */
+void rt_proxy_trickle(rt_proxy *p, int64_t to_server_ms, int64_t to_client_ms);
 
 /* Connections accepted since the start. */
 long rt_proxy_accepted(rt_proxy *p);
