@@ -317,7 +317,21 @@ static rlock_client *open_client(const char *url,
         *err = rc;
         return NULL;
     } else {
-        rc = init_common(c, opts);
+        /* What the URL says of TLS overrides the options. */
+        rlock_client_opts eff = *opts;
+        if (c->url.tls >= 0)
+            eff.tls = c->url.tls;
+        if (c->url.tls_insecure >= 0)
+            eff.tls_insecure = c->url.tls_insecure;
+        if (c->url.tls_ca)
+            eff.tls_ca_file = c->url.tls_ca;
+        if (c->url.tls_cert)
+            eff.tls_cert_file = c->url.tls_cert;
+        if (c->url.tls_key)
+            eff.tls_key_file = c->url.tls_key;
+        if (c->url.tls_sni)
+            eff.tls_sni = c->url.tls_sni;
+        rc = init_common(c, &eff);
     }
     c->username = opts->password ? (opts->username ? strdup(opts->username)
                                                    : NULL)

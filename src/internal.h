@@ -64,15 +64,21 @@ typedef struct rlock__url {
     char *path; /* unix socket path, or NULL */
     char *user; /* NULL if none */
     char *password;
-    rlock__tls_ctx *tls; /* NULL: plain text */
-    char *tls_sni;       /* name to send and verify instead of the host */
     int db;
+    /* TLS from the URL (rediss://, or the query): -1 where it says
+     * nothing; the strings NULL where not given. */
+    int tls;
+    int tls_insecure;
+    char *tls_ca, *tls_cert, *tls_key, *tls_sni;
 } rlock__url;
 
 /* Parses url into *u (strings malloc'ed). RLOCK_OK or RLOCK_EINVAL /
  * RLOCK_ENOMEM with the detail recorded for client NULL. */
 int rlock__url_parse(const char *url, rlock__url *u);
 void rlock__url_free(rlock__url *u);
+/* Parses a query ("k=v&k=v", without the '?') into u: db, tls, cacert,
+ * cert, key, sni, insecure. Errors recorded for client NULL. */
+int rlock__url_query(const char *q, rlock__url *u);
 /* Parses "host:port,host:port,..." in [p, end) into out[0..max), *n of
  * them; what names the URL kind in messages ("cluster"). Errors recorded
  * for client NULL; entries parsed so far are in out[0..*n). */

@@ -1,8 +1,12 @@
 /*
  * Redis URLs.
  *
- *   redis://[user[:password]@]host[:port][/db]
- *   unix://[user[:password]@]/path/to/socket[?db=N]
+ *   redis://[user[:password]@]host[:port][/db][?PARAMS]
+ *   rediss://...   the same over TLS
+ *   unix://[user[:password]@]/path/to/socket[?PARAMS]
+ *
+ * PARAMS, joined by '&': db=N, and for TLS tls=0|1, cacert=FILE,
+ * cert=FILE, key=FILE, sni=NAME, insecure=0|1 (values percent-decoded).
  *
  * A malformed URL is refused with a message that says which part is wrong,
  * before anything touches the network. The password never appears in a
@@ -107,15 +111,79 @@ static int parse_userinfo(const char *s, size_t len, rlock__url *u)
     return RLOCK_OK;
 }
 
+/* One "key=value" of a query: what to set, or an error. */
+static int query_param(const char *k, size_t klen, const char *v, size_t vlen,
+                       rlock__url *u)
+{
+    char **str = NULL;
+    int err = RLOCK_OK;
+
+#define KEY_IS(word) (klen == strlen(word) && memcmp(k, word, klen) == 0)
+    if (KEY_IS("db"))
+        return parse_int(v, vlen, 0, INT_MAX, &u->db) == 0
+                   ? RLOCK_OK
+                   : bad("db must be a non-negative number");
+    if (KEY_IS("tls") || KEY_IS("insecure")) {
+        int *flag = KEY_IS("tls") ? &u->tls : &u->tls_insecure;
+        if (vlen != 1 || (v[0] != '0' && v[0] != '1'))
+            return bad("tls= and insecure= take 0 or 1");
+        *flag = v[0] - '0';
+        return RLOCK_OK;
+    }
+    if (KEY_IS("cacert"))
+        str = &u->tls_ca;
+    else if (KEY_IS("cert"))
+        str = &u->tls_cert;
+    else if (KEY_IS("key"))
+        str = &u->tls_key;
+    else if (KEY_IS("sni"))
+        str = &u->tls_sni;
+#undef KEY_IS
+    if (!str)
+        return rlock__fail(NULL, RLOCK_EINVAL,
+                           "malformed Redis URL: unknown parameter \"%.*s\" "
+                           "(db, tls, cacert, cert, key, sni, insecure)",
+                           (int)(klen < 40 ? klen : 40), k);
+    free(*str);
+    *str = decode(v, vlen, &err);
+    if (!*str)
+        return err == RLOCK_ENOMEM ? rlock__fail(NULL, err, "out of memory")
+                                   : bad("bad %-escape in a parameter");
+    if (!**str)
+        return bad("empty parameter value");
+    return RLOCK_OK;
+}
+
+int rlock__url_query(const char *q, rlock__url *u)
+{
+    while (*q) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', len);
+        int rc;
+
+        if (!eq)
+            return bad("a parameter needs a value (key=value)");
+        rc = query_param(q, (size_t)(eq - q), eq + 1,
+                         len - (size_t)(eq + 1 - q), u);
+        if (rc != RLOCK_OK)
+            return rc;
+        q += len + (amp ? 1 : 0);
+    }
+    return RLOCK_OK;
+}
+
 static int parse_tcp(const char *s, rlock__url *u)
 {
-    const char *slash = strchr(s, '/');
-    const char *end = slash ? slash : s + strlen(s);
+    const char *query = strchr(s, '?');
+    const char *stop = query ? query : s + strlen(s);
+    const char *slash = memchr(s, '/', (size_t)(stop - s));
+    const char *end = slash ? slash : stop;
     const char *at = NULL, *p, *q, *host, *host_end, *port = NULL;
     int rc;
 
-    if (strpbrk(s, "?#"))
-        return bad("query strings are not supported in redis:// URLs");
+    if (strchr(s, '#'))
+        return bad("fragments (#) are not part of a Redis URL");
     for (p = s; p < end; p++)
         if (*p == '@')
             at = p;
@@ -155,10 +223,11 @@ static int parse_tcp(const char *s, rlock__url *u)
     u->host = strndup(host, (size_t)(host_end - host));
     if (!u->host)
         return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
-    if (slash && slash[1] != '\0' &&
-        parse_int(slash + 1, strlen(slash + 1), 0, INT_MAX, &u->db) != 0)
+    if (slash && slash + 1 < stop &&
+        parse_int(slash + 1, (size_t)(stop - slash - 1), 0, INT_MAX,
+                  &u->db) != 0)
         return bad("database must be a non-negative number (/N)");
-    return RLOCK_OK;
+    return query ? rlock__url_query(query + 1, u) : RLOCK_OK;
 }
 
 static int parse_unix(const char *s, rlock__url *u)
@@ -181,11 +250,8 @@ static int parse_unix(const char *s, rlock__url *u)
         return bad("missing socket path");
     if (path_len >= 108)
         return bad("socket path longer than 107 bytes");
-    if (query) {
-        if (strncmp(query, "?db=", 4) != 0 ||
-            parse_int(query + 4, strlen(query + 4), 0, INT_MAX, &u->db) != 0)
-            return bad("the only query parameter is db=N");
-    }
+    if (query && (rc = rlock__url_query(query + 1, u)) != RLOCK_OK)
+        return rc;
     u->path = strndup(path, path_len);
     if (!u->path)
         return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
@@ -197,14 +263,20 @@ int rlock__url_parse(const char *url, rlock__url *u)
     int rc;
 
     memset(u, 0, sizeof *u);
+    u->tls = -1;
+    u->tls_insecure = -1;
     if (!url)
         return bad("NULL");
     if (strncmp(url, "redis://", 8) == 0)
         rc = parse_tcp(url + 8, u);
     else if (strncmp(url, "unix://", 7) == 0)
         rc = parse_unix(url + 7, u);
-    else if (strncmp(url, "rediss://", 9) == 0)
-        rc = bad("TLS (rediss://) is not supported");
+    else if (strncmp(url, "rediss://", 9) == 0) {
+        rc = parse_tcp(url + 9, u);
+        if (rc == RLOCK_OK && u->tls == 0)
+            rc = bad("rediss:// is TLS: tls=0 contradicts it");
+        u->tls = 1;
+    }
     else
         rc = bad("must start with redis://, unix://, redis-sentinel://, "
                  "redis-cluster:// or redlock://");
@@ -218,6 +290,10 @@ void rlock__url_free(rlock__url *u)
     free(u->host);
     free(u->path);
     free(u->user);
+    free(u->tls_ca);
+    free(u->tls_cert);
+    free(u->tls_key);
+    free(u->tls_sni);
     if (u->password) {
         memset(u->password, 0, strlen(u->password));
         free(u->password);
