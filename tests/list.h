@@ -104,3 +104,6 @@ RT_TEST(a_hostile_server_cannot_hold_a_call_past_its_deadline_or_grow_memory, 12
 RT_TEST(a_trickled_renewal_never_lets_two_holders_overlap, 60)
 RT_TEST(a_trickled_extend_does_not_outlast_the_lease, 60)
 RT_TEST(a_program_started_while_holding_inherits_no_descriptor, 30)
+RT_TEST(tls_is_verified_and_refusals_name_their_cause, 60)
+RT_TEST(mutual_tls_needs_the_client_certificate, 60)
+RT_TEST(waiters_are_woken_over_tls, 60)
