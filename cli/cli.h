@@ -26,6 +26,9 @@ struct cli {
     const char *url;       /* as given (never printed: see url_shown) */
     char url_shown[512];   /* the URL with its password hidden */
     int url_given;         /* --redis was given */
+    /* TLS, as redis-cli's flags (rlock_client_opts' tls fields). */
+    int tls, tls_insecure;
+    const char *tls_ca, *tls_cert, *tls_key, *tls_sni;
 };
 
 /* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms:

@@ -159,6 +159,12 @@ rlock_client *cli_open(struct cli *cli, int *exit_code)
         *exit_code = EXIT_USAGE;
         return NULL;
     }
+    o.tls = cli->tls;
+    o.tls_insecure = cli->tls_insecure;
+    o.tls_ca_file = cli->tls_ca;
+    o.tls_cert_file = cli->tls_cert;
+    o.tls_key_file = cli->tls_key;
+    o.tls_sni = cli->tls_sni;
     c = rlock_client_open(cli->url, &o, &err);
 
     if (!c) {

@@ -656,6 +656,39 @@ case_bad_arguments_table() {
     [ $failed = 0 ] || fail "some bad arguments were not refused as documented"
 }
 
+# rlock run, status and ping over TLS: certificates made here by openssl, a
+# redis-server with a TLS port, the CA given by --cacert and in the URL; a
+# wrong CA is refused (69) naming the cause.
+case_tls_run_and_ping() {
+    local k="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes" port
+    (cd "$dir" &&
+        openssl req -x509 $k -keyout ca.key -out ca.crt -days 2 \
+            -subj /CN=rlock-cli-ca &&
+        openssl req -x509 $k -keyout other.key -out other.crt -days 2 \
+            -subj /CN=rlock-other-ca &&
+        openssl req $k -keyout srv.key -out srv.csr -subj /CN=localhost &&
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > ext &&
+        openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key \
+            -CAcreateserial -out srv.crt -days 2 -extfile ext) \
+        >/dev/null 2>&1 || fail "openssl could not make the certificates"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start_redis --tls-port "$port" --tls-cert-file "$dir/srv.crt" \
+        --tls-key-file "$dir/srv.key" --tls-ca-cert-file "$dir/ca.crt" \
+        --tls-auth-clients no
+    local url="rediss://127.0.0.1:$port"
+    "$RLOCK" --cacert "$dir/ca.crt" --redis "$url" run tls-job -- \
+        sh -c 'echo "$RLOCK_TOKEN" > "$0/token"' "$dir"
+    expect_code 0 $? "run over TLS"
+    [ -s "$dir/token" ] || fail "COMMAND did not run over TLS"
+    "$RLOCK" --redis "$url?cacert=$dir/ca.crt" ping | grep -q PONG ||
+        fail "ping over TLS (CA in the URL)"
+    "$RLOCK" --cacert "$dir/ca.crt" --redis "$url" status tls-job |
+        grep -q "tls-job" || fail "status over TLS"
+    "$RLOCK" --cacert "$dir/other.crt" --redis "$url" ping 2>"$dir/err"
+    expect_code 69 $? "ping over TLS with the wrong CA"
+    grep -q "not trusted" "$dir/err" || fail "wrong CA: $(cat "$dir/err")"
+}
+
 # Every key with its value (DUMP leaves the TTL out), in name order.
 keys_snapshot() {
     local k
