@@ -7,10 +7,8 @@
  * are refused with their cause in the message; mutual TLS; options in the
  * URL or in rlock_client_opts; waiters woken over a TLS subscriber.
  */
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness/test.h"
@@ -22,23 +20,6 @@ typedef struct tls_env {
     char port_s[16];
     rt_server *s;
 } tls_env;
-
-static int free_port(void)
-{
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
-        rt_fail(__FILE__, __LINE__, "no free port");
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
 
 static void sh_in(const char *dir, const char *script)
 {
@@ -84,7 +65,7 @@ static void tls_env_start(tls_env *e, int auth_clients)
     snprintf(e->key, sizeof e->key, "%s/server.key", e->dir);
     snprintf(e->ccert, sizeof e->ccert, "%s/client.crt", e->dir);
     snprintf(e->ckey, sizeof e->ckey, "%s/client.key", e->dir);
-    e->port = free_port();
+    e->port = rt_free_port();
     snprintf(e->port_s, sizeof e->port_s, "%d", e->port);
     memset(&so, 0, sizeof so);
     so.extra[0] = "--tls-port";

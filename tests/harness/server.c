@@ -80,7 +80,7 @@ static void install_cleanup(void)
         signal(sigs[i], on_fatal);
 }
 
-static int free_port(void)
+int rt_free_port(void)
 {
     struct sockaddr_in a;
     socklen_t len = sizeof a;
@@ -244,7 +244,7 @@ rt_server *rt_server_start(const rt_server_opts *opts)
     /* The port is free when we look and may be taken before redis binds
      * it; try another one then. */
     for (attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = rt_free_port();
         snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
         spawn(s);
         if (wait_ready(s))

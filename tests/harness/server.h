@@ -38,6 +38,8 @@ void rt_server_kill(rt_server *s);    /* SIGKILL, reaped; files kept */
  * it is killed first). Data is gone: there is no persistence. */
 void rt_server_restart(rt_server *s);
 
+/* A loopback TCP port that was free a moment ago. */
+int rt_free_port(void);
 int rt_server_port(const rt_server *s);
 const char *rt_server_url(const rt_server *s);      /* redis://127.0.0.1:N */
 const char *rt_server_unix_url(const rt_server *s); /* unix:///.../sock */
