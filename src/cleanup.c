@@ -15,7 +15,6 @@
 
 #include "internal.h"
 
-#define CLEANUP_TRIES 5
 #define CLEANUP_SPACING_MS 200
 
 struct rlock__cleanup {
@@ -27,9 +26,19 @@ struct rlock__cleanup {
     char owner[RLOCK__OWNER_MAX];
     uint64_t thread;
     char attempt[24]; /* "" when only the queue place is to go */
-    int tries;
     int64_t next_at;
+    /* Past this, what the undo would remove has expired by itself (the
+     * lease of an acquisition, a waiter's place): no use trying on. */
+    int64_t give_up_at;
 };
+
+/* Failures that say nothing about the undo itself: the server was not
+ * reached, or did not answer. Worth another try while it matters. */
+static int transient(int rc)
+{
+    return rc == RLOCK_ENOREPLY || rc == RLOCK_EIO || rc == RLOCK_ECONNECT ||
+           rc == RLOCK_EUNAVAILABLE;
+}
 
 static void cleanup_free(rlock__cleanup *j)
 {
@@ -78,6 +87,7 @@ void rlock__defer_cancel(rlock_mutex *m, uint64_t attempt)
     rlock_client *c = m->c;
     rlock__cleanup *j = calloc(1, sizeof *j);
     int i, ok = j != NULL;
+    int64_t lease;
 
     for (i = 0; ok && i < RLOCK__K_COUNT; i++) {
         j->keys[i] = dup_bytes(m->keys[i], m->key_lens[i]);
@@ -94,6 +104,10 @@ void rlock__defer_cancel(rlock_mutex *m, uint64_t attempt)
             cleanup_free(j);
         return; /* out of memory: the lease and queue place expire anyway */
     }
+    lease = m->opts.lease_ms > 0 ? m->opts.lease_ms : c->opts.watchdog_lease_ms;
+    if (lease < c->opts.waiter_ttl_ms)
+        lease = c->opts.waiter_ttl_ms;
+    j->give_up_at = rlock__now_ns() + lease * RLOCK__NS_PER_MS;
     j->thread = rlock__thread_number();
     rlock__owner(c, j->thread, j->owner);
     if (attempt)
@@ -130,8 +144,13 @@ void rlock__cleanup_step(rlock_client *c, int64_t *next)
         rc = rlock__cancel_now(c, j->keys, j->key_lens, j->channel,
                                j->channel_len, j->owner, j->attempt);
         pthread_mutex_lock(&c->mu);
-        if (rlock__outcome_unknown(rc) && ++j->tries < CLEANUP_TRIES) {
-            j->next_at = rlock__now_ns() + CLEANUP_SPACING_MS * RLOCK__NS_PER_MS;
+        /* A server that is paused or unreachable for a while (longer
+         * than a few tries) must not leave a lock it granted late to
+         * expire on its own: keep trying as long as it would live. */
+        if ((rlock__outcome_unknown(rc) || transient(rc)) &&
+            rlock__now_ns() < j->give_up_at) {
+            j->next_at =
+                rlock__now_ns() + CLEANUP_SPACING_MS * RLOCK__NS_PER_MS;
             j->next = c->cleanups;
             c->cleanups = j;
             p = &c->cleanups; /* the list changed while unlocked */
