@@ -121,8 +121,13 @@ TEST(checker_detects_broken_locks_and_stale_writes)
     o.iterations = 10;
     o.during = pause_a_holder;
     r = expect_violation(&o);
-    CHECK_INT(r.stale_accepted, ==, 1);
-    CHECK_INT(r.lost, ==, 1);
+    /* The paused holder's write is accepted without fencing. On a busy
+     * machine (sanitizers, other work) another holder may genuinely miss
+     * its renewal too and be reported lost: each such loss may add one
+     * stale write, never an overlap. */
+    CHECK_INT(r.stale_accepted, >=, 1);
+    CHECK_INT(r.lost, >=, 1);
+    CHECK_INT(r.stale_accepted, <=, r.lost);
     CHECK_INT(r.overlaps, ==, 0);
     rt_server_stop(s);
 }

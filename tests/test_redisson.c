@@ -398,7 +398,19 @@ TEST(redisson_waiters_of_one_client_are_woken_one_at_a_time)
     for (i = 0; i < N; i++)
         rt_locker_start(&l[i], m, 1);
     RT_WAIT_UNTIL(subscribers(s, "redisson_lock__channel:{queue}") == 1, 5000);
-    rt_sleep_ms(1000); /* every waiter has tried once more, subscribed */
+    /* Every waiter has tried once more, subscribed: wait until no script
+     * call has come for half a second (on a busy machine the last
+     * waiter's retry can take longer than any fixed pause), so that only
+     * the hand-overs are counted. */
+    {
+        long long calls = -1, now_calls;
+        int64_t until = rt_now_ms() + 10000;
+        while ((now_calls = rt_cmdstat_calls(s, "evalsha")) != calls &&
+               rt_now_ms() < until) {
+            calls = now_calls;
+            rt_sleep_ms(500);
+        }
+    }
     freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
     t0 = rt_now_ms();
     CHECK_INT(rp_unlock(peer, "queue", PEER, 60000), ==, 1);
