@@ -273,66 +273,16 @@ rlock_client *rlock__client_open_lazy(const char *url,
     return open_client(url, opts, err, 0);
 }
 
-static rlock_client *open_client(const char *url,
+/* The part of opening a single-server or Sentinel client that follows
+ * its URL: credentials, the pool, and (if connect) the first connection;
+ * rc is what setting up the client so far gave (it is freed if not OK). */
+static rlock_client *finish_open(rlock_client *c,
                                  const rlock_client_opts *opts, int *err,
-                                 int connect)
+                                 int connect, int rc)
 {
-    rlock_client_opts defaults;
-    rlock_client *c;
     rlock__conn *ctx = NULL;
     int64_t saved;
-    int rc, dummy;
 
-    if (!err)
-        err = &dummy;
-    if (!opts) {
-        rlock_client_opts_init(&defaults);
-        opts = &defaults;
-    }
-    if ((rc = check_opts(opts)) != RLOCK_OK) {
-        *err = rc;
-        return NULL;
-    }
-    c = calloc(1, sizeof *c);
-    if (!c) {
-        *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (url && strncmp(url, "redlock://", 10) == 0)
-        return open_redlock(c, url + 10, opts, err);
-    if (url && strncmp(url, "redis-cluster://", 16) == 0)
-        return open_cluster(c, url + 16, opts, err);
-    if (url && strncmp(url, "redis-sentinel://", 17) == 0) {
-        /* Found through the sentinels at each connect (sentinel.c). */
-        rc = init_common(c, opts);
-        if (rc == RLOCK_OK)
-            rc = rlock__sentinel_parse(c, url + 17);
-        if (rc != RLOCK_OK) {
-            free_client(c);
-            *err = rc;
-            return NULL;
-        }
-    } else if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
-        free(c);
-        *err = rc;
-        return NULL;
-    } else {
-        /* What the URL says of TLS overrides the options. */
-        rlock_client_opts eff = *opts;
-        if (c->url.tls >= 0)
-            eff.tls = c->url.tls;
-        if (c->url.tls_insecure >= 0)
-            eff.tls_insecure = c->url.tls_insecure;
-        if (c->url.tls_ca)
-            eff.tls_ca_file = c->url.tls_ca;
-        if (c->url.tls_cert)
-            eff.tls_cert_file = c->url.tls_cert;
-        if (c->url.tls_key)
-            eff.tls_key_file = c->url.tls_key;
-        if (c->url.tls_sni)
-            eff.tls_sni = c->url.tls_sni;
-        rc = init_common(c, &eff);
-    }
     c->username = opts->password ? (opts->username ? strdup(opts->username)
                                                    : NULL)
                                  : (c->url.user ? strdup(c->url.user) : NULL);
@@ -374,6 +324,102 @@ static rlock_client *open_client(const char *url,
     rlock__conn_put(c, ctx, 0);
     *err = RLOCK_OK;
     return c;
+}
+
+/* What a URL says of TLS overrides the options. */
+static void url_tls(const rlock__url *u, rlock_client_opts *eff)
+{
+    if (u->tls >= 0)
+        eff->tls = u->tls;
+    if (u->tls_insecure >= 0)
+        eff->tls_insecure = u->tls_insecure;
+    if (u->tls_ca)
+        eff->tls_ca_file = u->tls_ca;
+    if (u->tls_cert)
+        eff->tls_cert_file = u->tls_cert;
+    if (u->tls_key)
+        eff->tls_key_file = u->tls_key;
+    if (u->tls_sni)
+        eff->tls_sni = u->tls_sni;
+}
+
+/* redis-sentinel://, redis-cluster:// and redlock://: the TLS parameters
+ * of the query apply to every connection (sentinels and masters, every
+ * cluster node, every Redlock node); the rest is the backend's. */
+static rlock_client *open_nodes(rlock_client *c, const char *url,
+                                const rlock_client_opts *opts, int *err,
+                                int connect)
+{
+    rlock_client_opts eff = *opts;
+    rlock__url tls;
+    char *rest;
+    int rc = rlock__url_split_tls(url, &tls, &rest);
+
+    if (rc != RLOCK_OK) {
+        free(c);
+        *err = rc;
+        return NULL;
+    }
+    url_tls(&tls, &eff);
+    if (strncmp(rest, "redlock://", 10) == 0) {
+        c = open_redlock(c, rest + 10, &eff, err);
+    } else if (strncmp(rest, "redis-cluster://", 16) == 0) {
+        c = open_cluster(c, rest + 16, &eff, err);
+    } else {
+        /* Found through the sentinels at each connect (sentinel.c). */
+        rc = init_common(c, &eff);
+        if (rc == RLOCK_OK)
+            rc = rlock__sentinel_parse(c, rest + 17);
+        if (rc != RLOCK_OK) {
+            free_client(c);
+            *err = rc;
+            c = NULL;
+        } else {
+            c = finish_open(c, opts, err, connect, RLOCK_OK);
+        }
+    }
+    free(rest);
+    rlock__url_free(&tls);
+    return c;
+}
+
+static rlock_client *open_client(const char *url,
+                                 const rlock_client_opts *opts, int *err,
+                                 int connect)
+{
+    rlock_client_opts defaults;
+    rlock_client *c;
+    int rc, dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!opts) {
+        rlock_client_opts_init(&defaults);
+        opts = &defaults;
+    }
+    if ((rc = check_opts(opts)) != RLOCK_OK) {
+        *err = rc;
+        return NULL;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (url && (strncmp(url, "redlock://", 10) == 0 ||
+                strncmp(url, "redis-cluster://", 16) == 0 ||
+                strncmp(url, "redis-sentinel://", 17) == 0))
+        return open_nodes(c, url, opts, err, connect);
+    if ((rc = rlock__url_parse(url, &c->url)) != RLOCK_OK) {
+        free(c);
+        *err = rc;
+        return NULL;
+    } else {
+        rlock_client_opts eff = *opts;
+        url_tls(&c->url, &eff);
+        rc = init_common(c, &eff);
+    }
+    return finish_open(c, opts, err, connect, rc);
 }
 
 void rlock_client_close(rlock_client *c)

@@ -148,8 +148,14 @@ static int read_slots(rlock_client *c, const char *host, int port)
                 continue;
             from = e->element[0]->integer;
             to = e->element[1]->integer;
-            idx =
-                node_index(c, m->element[0]->str, (int)m->element[1]->integer);
+            /* A node that does not know its own address (one that never
+             * met another) names it "" or "?": it is the one asked. */
+            idx = node_index(c,
+                             m->element[0]->str[0] &&
+                                     strcmp(m->element[0]->str, "?") != 0
+                                 ? m->element[0]->str
+                                 : host,
+                             (int)m->element[1]->integer);
             if (idx < 0 || from < 0 || to >= SLOTS)
                 continue;
             for (s = from; s <= to; s++)
@@ -167,7 +173,7 @@ static int read_slots(rlock_client *c, const char *host, int port)
 /* Reads the slot map again: from a known master, else from a seed. */
 static int refresh(rlock_client *c)
 {
-    char host[64];
+    char host[64], why[300] = "";
     int i, n, port;
 
     pthread_mutex_lock(&c->addr_mu);
@@ -180,12 +186,18 @@ static int refresh(rlock_client *c)
         pthread_mutex_unlock(&c->addr_mu);
         if (read_slots(c, host, port) == 0)
             return RLOCK_OK;
+        snprintf(why, sizeof why, "%s", rlock_client_errmsg(c));
     }
-    for (i = 0; i < c->nseeds; i++)
+    for (i = 0; i < c->nseeds; i++) {
         if (read_slots(c, c->seeds[i].host, c->seeds[i].port) == 0)
             return RLOCK_OK;
+        snprintf(why, sizeof why, "%s", rlock_client_errmsg(c));
+    }
+    /* The last cause is kept: a certificate not trusted, a refused
+     * password, a node that is not a cluster node. */
     return rlock__fail(c, RLOCK_ECONNECT,
-                       "no node of %s answered CLUSTER SLOTS", c->where);
+                       "no node of %s answered CLUSTER SLOTS%s%s", c->where,
+                       why[0] ? ": " : "", why);
 }
 
 /* The client of node i, opened if needed. */

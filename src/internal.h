@@ -79,6 +79,11 @@ void rlock__url_free(rlock__url *u);
 /* Parses a query ("k=v&k=v", without the '?') into u: db, tls, cacert,
  * cert, key, sni, insecure. Errors recorded for client NULL. */
 int rlock__url_query(const char *q, rlock__url *u);
+/* Takes the TLS parameters (tls, insecure, cacert, cert, key, sni) out of
+ * url's query into *tls (tls and tls_insecure -1 where not given) and
+ * sets *rest (malloc'ed) to url without them, other parameters kept in
+ * order. Errors recorded for client NULL; then nothing is left to free. */
+int rlock__url_split_tls(const char *url, rlock__url *tls, char **rest);
 /* Parses "host:port,host:port,..." in [p, end) into out[0..max), *n of
  * them; what names the URL kind in messages ("cluster"). Errors recorded
  * for client NULL; entries parsed so far are in out[0..*n). */

@@ -438,7 +438,7 @@ int rlock__rl_parse(rlock_client *c, const char *spec, const char **list_end)
 /* Opens a connection to every node at once, each with its handshake, by
  * the per-node timeout; *down counts the nodes that could not be reached.
  * An error other than "unreachable" is returned (recorded for NULL). */
-static int connect_round(rlock_client *c, int *down)
+static int connect_round(rlock_client *c, int *down, char *why, size_t wlen)
 {
     rlock__conn *conns[RLOCK__NODES_MAX] = {0};
     size_t want[RLOCK__NODES_MAX] = {0};
@@ -456,6 +456,9 @@ static int connect_round(rlock_client *c, int *down)
             else
                 rlock__conn_put(sub, conns[i], 0);
             conns[i] = NULL;
+            if (!*down)
+                snprintf(why, wlen, "%s: %s", c->nodes[i].where,
+                         rlock_client_errmsg(sub));
             (*down)++;
             continue;
         }
@@ -469,6 +472,11 @@ static int connect_round(rlock_client *c, int *down)
             continue;
         if (rlock__conn_error(conns[i])->code != 0 ||
             rlock__conn_ready(conns[i]) < want[i]) {
+            if (!*down)
+                snprintf(why, wlen, "%s: %s", c->nodes[i].where,
+                         rlock__conn_error(conns[i])->code
+                             ? rlock__conn_error(conns[i])->msg
+                             : "no answer in time");
             rlock__conn_put(sub, conns[i], 1);
             (*down)++;
             continue;
@@ -482,6 +490,9 @@ static int connect_round(rlock_client *c, int *down)
             rc = rlock__fail(NULL, r, "redlock node %s: %s", c->nodes[i].where,
                              detail);
         } else if (r != RLOCK_OK) {
+            if (!*down)
+                snprintf(why, wlen, "%s: %s", c->nodes[i].where,
+                         rlock_client_errmsg(sub));
             (*down)++;
         }
     }
@@ -493,6 +504,7 @@ int rlock__rl_open(rlock_client *c, const char *spec,
 {
     const char *p, *end;
     rlock_client_opts o = *opts;
+    char why[400] = "";
     int n = 0, down = 0, rc;
 
     if ((rc = rlock__rl_parse(c, spec, &end)) != RLOCK_OK)
@@ -556,14 +568,16 @@ int rlock__rl_open(rlock_client *c, const char *spec,
      * may be up later (it is connected to again when a request comes); a
      * node that refuses us, or an address that is not one, is a mistake
      * to report now. */
-    rc = connect_round(c, &down);
+    rc = connect_round(c, &down, why, sizeof why);
     if (rc != RLOCK_OK)
         return rc;
+    /* The first unreachable node's cause is named: a certificate not
+     * trusted, a refused connection, a timeout. */
     if (n - down < c->quorum)
         return rlock__fail(NULL, RLOCK_EQUORUM,
                            "redlock: only %d of %d nodes could be reached "
-                           "(a majority is %d)",
-                           n - down, n, c->quorum);
+                           "(a majority is %d); %s",
+                           n - down, n, c->quorum, why);
     snprintf(c->where, sizeof c->where, "redlock://%.*s",
              (int)(end - spec) < 280 ? (int)(end - spec) : 280, spec);
     return RLOCK_OK;

@@ -7,6 +7,10 @@
  *
  * PARAMS, joined by '&': db=N, and for TLS tls=0|1, cacert=FILE,
  * cert=FILE, key=FILE, sni=NAME, insecure=0|1 (values percent-decoded).
+ * Any of cacert, cert, key, sni and insecure means TLS (tls=0 beside one
+ * is an error). The TLS parameters are also taken from the query of the URLs of several
+ * nodes (redis-sentinel://, redis-cluster://, redlock://), where they
+ * apply to every connection (rlock__url_split_tls).
  *
  * A malformed URL is refused with a message that says which part is wrong,
  * before anything touches the network. The password never appears in a
@@ -173,6 +177,78 @@ int rlock__url_query(const char *q, rlock__url *u)
     return RLOCK_OK;
 }
 
+/* Whether a query key is one of the TLS parameters. */
+static int is_tls_key(const char *k, size_t klen)
+{
+    static const char *const keys[] = {"tls", "insecure", "cacert",
+                                       "cert", "key", "sni"};
+    size_t i;
+
+    for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (klen == strlen(keys[i]) && memcmp(k, keys[i], klen) == 0)
+            return 1;
+    return 0;
+}
+
+/* A TLS parameter asks for TLS: a CA file with a plain-text connection
+ * would be a silent downgrade. */
+static int imply_tls(rlock__url *u)
+{
+    if (!u->tls_ca && !u->tls_cert && !u->tls_key && !u->tls_sni &&
+        u->tls_insecure < 0)
+        return RLOCK_OK;
+    if (u->tls == 0)
+        return bad("tls=0 contradicts cacert=, cert=, key=, sni= or "
+                   "insecure=");
+    u->tls = 1;
+    return RLOCK_OK;
+}
+
+int rlock__url_split_tls(const char *url, rlock__url *tls, char **rest)
+{
+    const char *q = strchr(url, '?');
+    size_t len = q ? (size_t)(q - url) : strlen(url);
+    char *out = malloc(strlen(url) + 1);
+    int rc = RLOCK_OK, sep = '?';
+
+    memset(tls, 0, sizeof *tls);
+    tls->tls = -1;
+    tls->tls_insecure = -1;
+    *rest = NULL;
+    if (!out)
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    memcpy(out, url, len);
+    out[len] = '\0';
+    /* Each parameter goes either to tls or, unchanged and in order, to
+     * the URL the backend parses (which refuses what it does not know). */
+    for (q = q ? q + 1 : NULL; q && *q && rc == RLOCK_OK;) {
+        const char *amp = strchr(q, '&');
+        size_t plen = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', plen);
+
+        if (eq && is_tls_key(q, (size_t)(eq - q))) {
+            rc = query_param(q, (size_t)(eq - q), eq + 1,
+                             plen - (size_t)(eq + 1 - q), tls);
+        } else {
+            out[len++] = (char)sep;
+            memcpy(out + len, q, plen);
+            len += plen;
+            out[len] = '\0';
+            sep = '&';
+        }
+        q += plen + (amp ? 1 : 0);
+    }
+    if (rc == RLOCK_OK)
+        rc = imply_tls(tls);
+    if (rc != RLOCK_OK) {
+        free(out);
+        rlock__url_free(tls);
+        return rc;
+    }
+    *rest = out;
+    return RLOCK_OK;
+}
+
 static int parse_tcp(const char *s, rlock__url *u)
 {
     const char *query = strchr(s, '?');
@@ -280,6 +356,8 @@ int rlock__url_parse(const char *url, rlock__url *u)
     else
         rc = bad("must start with redis://, unix://, redis-sentinel://, "
                  "redis-cluster:// or redlock://");
+    if (rc == RLOCK_OK)
+        rc = imply_tls(u);
     if (rc != RLOCK_OK)
         rlock__url_free(u);
     return rc;

@@ -16,16 +16,6 @@
 static rt_server *nodes[NODES];
 static char url[128];
 
-static int cluster_ok(rt_server *s)
-{
-    redisReply *r = rt_cmd(s, "CLUSTER INFO");
-    int ok = r->type == REDIS_REPLY_STRING &&
-             strstr(r->str, "cluster_state:ok") != NULL;
-
-    freeReplyObject(r);
-    return ok;
-}
-
 static const char *start_cluster(void)
 {
     rt_server_opts o;
@@ -43,7 +33,7 @@ static const char *start_cluster(void)
              rt_server_port(nodes[2]));
     CHECK_INT(system(cmd), ==, 0);
     for (i = 0; i < NODES; i++)
-        RT_WAIT_UNTIL(cluster_ok(nodes[i]), 20000);
+        RT_WAIT_UNTIL(rt_cluster_ok(nodes[i]), 20000);
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d",
              rt_server_port(nodes[1]));
     return url;
@@ -344,7 +334,7 @@ TEST(a_cluster_that_is_down_is_unavailable)
     /* The owner gives the slot up: with full coverage required, it says
      * the cluster is down. */
     freeReplyObject(rt_cmd(nodes[owner], "CLUSTER DELSLOTS %lld", slot));
-    RT_WAIT_UNTIL(!cluster_ok(nodes[owner]), 10000);
+    RT_WAIT_UNTIL(!rt_cluster_ok(nodes[owner]), 10000);
     CHECK_RC(rlock_mutex_trylock(m), RLOCK_EUNAVAILABLE);
     CHECK(strstr(rlock_client_errmsg(c), "CLUSTERDOWN") != NULL);
     freeReplyObject(rt_cmd(nodes[owner], "CLUSTER ADDSLOTS %lld", slot));

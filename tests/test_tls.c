@@ -30,11 +30,9 @@ static void sh_in(const char *dir, const char *script)
         rt_fail(__FILE__, __LINE__, "failed: %s", cmd);
 }
 
-/* Makes the certificates in a new directory and starts a server with a
- * TLS port (clients must show a certificate if auth_clients). */
-static void tls_env_start(tls_env *e, int auth_clients)
+/* Makes the certificates in a new directory. */
+static void tls_certs_make(tls_env *e)
 {
-    rt_server_opts so;
     static const char *key_opts =
         "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     char script[2048];
@@ -65,27 +63,60 @@ static void tls_env_start(tls_env *e, int auth_clients)
     snprintf(e->key, sizeof e->key, "%s/server.key", e->dir);
     snprintf(e->ccert, sizeof e->ccert, "%s/client.crt", e->dir);
     snprintf(e->ckey, sizeof e->ckey, "%s/client.key", e->dir);
-    e->port = rt_free_port();
-    snprintf(e->port_s, sizeof e->port_s, "%d", e->port);
+}
+
+/* A server with a TLS port (*port, its text in port_s, 16 bytes) beside
+ * its plain one (the harness's); clients must show a certificate if
+ * auth_clients. more: further "--name value" arguments, NULL-ended (at
+ * most 4); monitor: a Sentinel monitoring that, as in rt_server_opts. */
+static rt_server *tls_server(const tls_env *e, int auth_clients,
+                             const char *const *more, const char *monitor,
+                             int cluster, int *port, char *port_s)
+{
+    rt_server_opts so;
+    int i, n = 0;
+
+    *port = rt_free_port();
+    snprintf(port_s, 16, "%d", *port);
     memset(&so, 0, sizeof so);
-    so.extra[0] = "--tls-port";
-    so.extra[1] = e->port_s;
-    so.extra[2] = "--tls-cert-file";
-    so.extra[3] = e->cert;
-    so.extra[4] = "--tls-key-file";
-    so.extra[5] = e->key;
-    so.extra[6] = "--tls-ca-cert-file";
-    so.extra[7] = e->ca;
-    so.extra[8] = "--tls-auth-clients";
-    so.extra[9] = auth_clients ? "yes" : "no";
-    e->s = rt_server_start(&so);
+    so.extra[n++] = "--tls-port";
+    so.extra[n++] = port_s;
+    so.extra[n++] = "--tls-cert-file";
+    so.extra[n++] = e->cert;
+    so.extra[n++] = "--tls-key-file";
+    so.extra[n++] = e->key;
+    so.extra[n++] = "--tls-ca-cert-file";
+    so.extra[n++] = e->ca;
+    so.extra[n++] = "--tls-auth-clients";
+    so.extra[n++] = auth_clients ? "yes" : "no";
+    for (i = 0; more && more[i] && i < 4; i++)
+        so.extra[n++] = more[i];
+    if (cluster) {
+        /* The bus would be on the TLS port + 10000, which may be taken
+         * or beyond 65535: a free one of its own. */
+        static char bus[16];
+        snprintf(bus, sizeof bus, "%d", rt_free_port());
+        so.extra[n++] = "--cluster-port";
+        so.extra[n++] = bus;
+    }
+    so.sentinel_monitor = monitor;
+    so.cluster_enabled = cluster;
+    return rt_server_start(&so);
+}
+
+/* Makes the certificates and starts one TLS server. */
+static void tls_env_start(tls_env *e, int auth_clients)
+{
+    tls_certs_make(e);
+    e->s = tls_server(e, auth_clients, NULL, NULL, 0, &e->port, e->port_s);
 }
 
 static void tls_env_stop(tls_env *e)
 {
     char cmd[400];
 
-    rt_server_stop(e->s);
+    if (e->s)
+        rt_server_stop(e->s);
     snprintf(cmd, sizeof cmd, "rm -rf %s", e->dir);
     (void)!system(cmd);
 }
@@ -117,8 +148,11 @@ static void works(rlock_client *c)
     rlock_mutex *m = rt_mutex(c, "tls", NULL);
     rlock_server_info info;
     rlock_status st;
+    int rc = rlock_mutex_lock(m);
 
-    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    if (rc != RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "lock: %s (%s)", rlock_strerror(rc),
+                rlock_client_errmsg(c));
     CHECK_RC(rlock_mutex_status(m, &st), RLOCK_OK);
     CHECK_INT(st.held, ==, 1);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
@@ -140,6 +174,11 @@ TEST(tls_is_verified_and_refusals_name_their_cause)
     works(c);
     rlock_client_close(c);
     c = rt_client(url(&e, "localhost", q), NULL);
+    works(c);
+    rlock_client_close(c);
+    /* A CA file in a redis:// URL means TLS too. */
+    snprintf(q, sizeof q, "redis://127.0.0.1:%d?cacert=%s", e.port, e.ca);
+    c = rt_client(q, NULL);
     works(c);
     rlock_client_close(c);
     /* The same through the options. */
@@ -247,5 +286,131 @@ TEST(waiters_are_woken_over_tls)
     rlock_mutex_free(mb);
     rlock_client_close(a);
     rlock_client_close(b);
+    tls_env_stop(&e);
+}
+
+/* Redlock over TLS: the parameters in the URL's query (beside Redlock's
+ * own) apply to every node; a node list over TLS refuses an untrusted CA
+ * and a plain-text client. */
+TEST(redlock_over_tls)
+{
+    tls_env e;
+    rt_server *s[3];
+    int port[3];
+    char port_s[3][16], nodes[200], u[1400];
+    rlock_client_opts o;
+    rlock_client *c;
+    int i;
+
+    memset(&e, 0, sizeof e);
+    tls_certs_make(&e);
+    for (i = 0; i < 3; i++)
+        s[i] = tls_server(&e, 0, NULL, NULL, 0, &port[i], port_s[i]);
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+             port[0], port[1], port[2]);
+    snprintf(u, sizeof u, "redlock://%s?drift=0.02&cacert=%s", nodes, e.ca);
+    c = rt_client(u, NULL);
+    {
+        rlock_mutex *m = rt_mutex(c, "tls-redlock", NULL);
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        /* Every node has it, reached over TLS only. */
+        for (i = 0; i < 3; i++)
+            CHECK_INT(rt_cmd_int(s[i], "EXISTS {rlock:tls-redlock}"), ==, 1);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        rlock_mutex_free(m);
+    }
+    rlock_client_close(c);
+    /* The same through the options. */
+    rlock_client_opts_init(&o);
+    o.tls = 1;
+    o.tls_ca_file = e.ca;
+    snprintf(u, sizeof u, "redlock://%s", nodes);
+    c = rt_client(u, &o);
+    rlock_client_close(c);
+
+    rlock_client_opts_init(&o);
+    o.connect_timeout_ms = 1000;
+    snprintf(u, sizeof u, "redlock://%s?cacert=%s", nodes, e.other_ca);
+    fails_with(u, &o, RLOCK_EQUORUM, "not trusted");
+    snprintf(u, sizeof u, "redlock://%s?cacert=%s&bogus=1", nodes, e.ca);
+    fails_with(u, &o, RLOCK_EINVAL, "bogus");
+    for (i = 0; i < 3; i++)
+        rt_server_stop(s[i]);
+    tls_env_stop(&e);
+}
+
+/* A cluster whose bus and clients speak TLS (one node with every slot):
+ * the node addresses CLUSTER SLOTS gives over TLS are its TLS ports, and
+ * the seed's TLS parameters apply to the nodes found. */
+TEST(cluster_over_tls)
+{
+    static const char *const more[] = {"--tls-cluster", "yes", NULL};
+    tls_env e;
+    rt_server *s;
+    int port;
+    char port_s[16], u[1400];
+    rlock_client *c;
+
+    memset(&e, 0, sizeof e);
+    tls_certs_make(&e);
+    s = tls_server(&e, 0, more, NULL, 1, &port, port_s);
+    freeReplyObject(rt_cmd(s, "CLUSTER ADDSLOTSRANGE 0 16383"));
+    RT_WAIT_UNTIL(rt_cluster_ok(s), 20000);
+    snprintf(u, sizeof u, "redis-cluster://127.0.0.1:%d?cacert=%s", port,
+             e.ca);
+    c = rt_client(u, NULL);
+    works(c);
+    rlock_client_close(c);
+    {
+        rlock_client_opts o;
+        rlock_client_opts_init(&o);
+        o.connect_timeout_ms = 1000;
+        snprintf(u, sizeof u, "redis-cluster://127.0.0.1:%d?cacert=%s", port,
+                 e.other_ca);
+        fails_with(u, &o, RLOCK_ECONNECT, "not trusted");
+    }
+    rt_server_stop(s);
+    tls_env_stop(&e);
+}
+
+/* Sentinel over TLS: the sentinel is asked over TLS, watches the master
+ * over TLS (tls-replication), and names the master's TLS port, which is
+ * reached over TLS too. */
+TEST(sentinel_over_tls)
+{
+    static const char *const more[] = {"--tls-replication", "yes", NULL};
+    tls_env e;
+    rt_server *m, *sent;
+    int mport, sport;
+    char mport_s[16], sport_s[16], monitor[64], u[1400];
+    rlock_client *c;
+
+    memset(&e, 0, sizeof e);
+    tls_certs_make(&e);
+    m = tls_server(&e, 0, NULL, NULL, 0, &mport, mport_s);
+    snprintf(monitor, sizeof monitor, "tlsmaster 127.0.0.1 %d 1", mport);
+    sent = tls_server(&e, 0, more, monitor, 0, &sport, sport_s);
+    snprintf(u, sizeof u,
+             "redis-sentinel://127.0.0.1:%d/tlsmaster?db=0&cacert=%s", sport,
+             e.ca);
+    c = rt_client(u, NULL);
+    {
+        rlock_mutex *mu = rt_mutex(c, "tls-sentinel", NULL);
+        CHECK_RC(rlock_mutex_lock(mu), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(m, "EXISTS {rlock:tls-sentinel}"), ==, 1);
+        CHECK_RC(rlock_mutex_unlock(mu), RLOCK_OK);
+        rlock_mutex_free(mu);
+    }
+    works(c);
+    rlock_client_close(c);
+    {
+        rlock_client_opts o;
+        rlock_client_opts_init(&o);
+        o.connect_timeout_ms = 1000;
+        snprintf(u, sizeof u, "redis-sentinel://127.0.0.1:%d/tlsmaster", sport);
+        CHECK(rlock_client_open(u, &o, NULL) == NULL);
+    }
+    rt_server_stop(sent);
+    rt_server_stop(m);
     tls_env_stop(&e);
 }

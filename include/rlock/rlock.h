@@ -235,8 +235,11 @@ typedef struct rlock_client_opts {
      * skips both checks (tests only). tls_cert_file / tls_key_file (PEM): a
      * client certificate for mutual TLS. tls_sni: the name sent as SNI and
      * checked in the certificate (default: the host). Strings are copied;
-     * NULL for none. URL query parameters cacert=, cert=, key=, sni= and
-     * insecure=1 set the same and take precedence. */
+     * NULL for none. URL query parameters tls=1, cacert=, cert=, key=,
+     * sni= and insecure=1 set the same and take precedence, in every URL
+     * kind (for redis-sentinel://, redis-cluster:// and redlock:// they
+     * apply to every connection); any of cacert=, cert=, key=, sni= and
+     * insecure= in a URL turns TLS on. */
     int tls;
     const char *tls_ca_file;
     const char *tls_cert_file;

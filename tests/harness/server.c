@@ -493,3 +493,13 @@ rt_server *rt_replica_start(rt_server *master, const char *name,
                   10000);
     return r;
 }
+
+int rt_cluster_ok(rt_server *s)
+{
+    redisReply *r = rt_cmd(s, "CLUSTER INFO");
+    int ok = r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "cluster_state:ok") != NULL;
+
+    freeReplyObject(r);
+    return ok;
+}

@@ -64,6 +64,9 @@ int rt_info_says(rt_server *s, const char *section, const char *text);
 rt_server *rt_replica_start(rt_server *master, const char *name,
                             const char *value);
 
+/* Whether CLUSTER INFO of s says cluster_state:ok. */
+int rt_cluster_ok(rt_server *s);
+
 /* Calls of one command since the last CONFIG RESETSTAT (0 if none). */
 long long rt_cmdstat_calls(rt_server *s, const char *cmd);
 
