@@ -21,14 +21,21 @@
 #define EXIT_CANNOT_EXEC 126    /* COMMAND found but not executable */
 #define EXIT_NOT_FOUND 127      /* COMMAND not found */
 
+/* rlock run --kill-after: from SIGTERM to SIGKILL. */
+#define KILL_AFTER_DEFAULT_MS 5000
+
 struct cli {
     const char *prog;
     const char *url;       /* as given (never printed: see url_shown) */
     char url_shown[512];   /* the URL with its password hidden */
+    char url_bare[512];    /* the URL without its password (RLOCK_URL) */
     int url_given;         /* --redis was given */
     /* TLS, as redis-cli's flags (rlock_client_opts' tls fields). */
     int tls, tls_insecure;
     const char *tls_ca, *tls_cert, *tls_key, *tls_sni;
+    /* Credentials that override the URL's: --user, and the password from
+     * --password-file or $RLOCK_PASSWORD (NULL: the URL's). */
+    const char *user, *password;
 };
 
 /* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms:
@@ -40,9 +47,32 @@ int parse_duration(const char *s, int64_t *ms);
  * --workers 8). Returns 0, or -1 for anything else. */
 int parse_number(const char *s, long lo, long hi, long *out);
 
+/* Options of the form "-x VALUE", "--name VALUE" and "--name=VALUE"
+ * (short_name may be NULL). If argv[*i] is that option: sets *value,
+ * advances *i past it and returns 1; 0 if it is another argument; -1 (with
+ * a line on stderr naming cmd) if the value is missing or empty. */
+int cli_opt(int argc, char **argv, int *i, const char *cmd,
+            const char *short_name, const char *long_name,
+            const char **value);
+/* The name of the option cli_opt last matched, as spelled ("-w" or
+ * "--wait"), for messages about its value. */
+extern const char *cli_last_opt;
+
+/* A flag "-x" or "--name": 1 (i advanced), 0 if not it, -1 (said) if
+ * given as "--name=VALUE". */
+int cli_flag(char **argv, int *i, const char *cmd, const char *short_name,
+             const char *long_name);
+
 /* Picks the URL (--redis, $RLOCK_URL, $REDIS_URL, default) and fills
  * url_shown. */
 void cli_pick_url(struct cli *cli, const char *given);
+
+/* Where the password of a URL is: [*from, *to) between "user:" and '@'.
+ * 1 if it has one, else 0. */
+int url_password_span(const char *url, size_t *from, size_t *to);
+
+/* The renewal lease: $RLOCK_WATCHDOG_LEASE if valid, else 30 s. */
+int64_t cli_watchdog_lease_ms(void);
 
 /* Opens a client or prints one line naming the URL and the cause, and
  * returns NULL with *exit_code set. */

@@ -1,8 +1,10 @@
 /*
  * rlock(1): global options and the choice of subcommand.
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,38 +14,56 @@ static int is_help(const char *a)
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
-/* The global options that take a value: "--name VALUE" or
- * "--name=VALUE". Returns 1 and sets *value (i advanced) if argv[*i] is
- * one of them, 0 if not, -1 on a missing or empty value (said). */
-static int value_opt(int argc, char **argv, int *i, const char *name,
-                     const char **value)
+/* Overwrites the password of a URL given on the command line, in place:
+ * /proc/PID/cmdline, and so ps(1), shows argv's own memory. The caller
+ * has a copy. */
+static void scrub_password(char *arg)
 {
-    size_t n = strlen(name);
+    size_t from, to;
 
-    if (strncmp(argv[*i], name, n) != 0 ||
-        (argv[*i][n] != '\0' && argv[*i][n] != '='))
-        return 0;
-    if (argv[*i][n] == '=') {
-        *value = argv[*i] + n + 1;
-        (*i)++;
-    } else if (*i + 1 < argc) {
-        *value = argv[*i + 1];
-        *i += 2;
-    } else {
-        *value = NULL;
-    }
-    if (!*value || !**value) {
-        fprintf(stderr, "rlock: %s needs a value\n", name);
+    if (url_password_span(arg, &from, &to))
+        memset(arg + from, '*', to - from);
+}
+
+/* The first line of a password file, without its line end. */
+static int read_password_file(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    size_t n;
+
+    if (!f) {
+        fprintf(stderr, "rlock: --password-file %s: %s\n", path,
+                strerror(errno));
         return -1;
     }
-    return 1;
+    if (!fgets(out, (int)len, f)) {
+        out[0] = '\0';
+    }
+    fclose(f);
+    n = strcspn(out, "\r\n");
+    if (out[n] == '\0' && n == len - 1) {
+        fprintf(stderr, "rlock: --password-file %s: the password is longer "
+                        "than %zu bytes\n",
+                path, len - 2);
+        return -1;
+    }
+    out[n] = '\0';
+    if (n == 0) {
+        fprintf(stderr, "rlock: --password-file %s: no password on its first "
+                        "line\n",
+                path);
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
+    static char password[1026];
     struct cli cli;
-    const char *url = NULL, *cmd;
-    int i = 1;
+    const char *cmd;
+    char *url = NULL;
+    int i = 1, code;
 
     memset(&cli, 0, sizeof cli);
     cli.prog = "rlock";
@@ -51,20 +71,41 @@ int main(int argc, char **argv)
         static const struct {
             const char *name;
             size_t off;
-        } tls_opts[] = {{"--cacert", offsetof(struct cli, tls_ca)},
-                        {"--cert", offsetof(struct cli, tls_cert)},
-                        {"--key", offsetof(struct cli, tls_key)},
-                        {"--sni", offsetof(struct cli, tls_sni)}};
+        } value_opts[] = {{"--cacert", offsetof(struct cli, tls_ca)},
+                          {"--cert", offsetof(struct cli, tls_cert)},
+                          {"--key", offsetof(struct cli, tls_key)},
+                          {"--sni", offsetof(struct cli, tls_sni)},
+                          {"--user", offsetof(struct cli, user)},
+                          {"--password-file", 0},
+                          {"--redis", 0}};
         size_t k;
-        int r = 0;
+        int r = 0, at = i;
+        const char *v = NULL;
 
-        for (k = 0; r == 0 && k < sizeof tls_opts / sizeof tls_opts[0]; k++)
-            r = value_opt(argc, argv, &i, tls_opts[k].name,
-                          (const char **)((char *)&cli + tls_opts[k].off));
+        for (k = 0; r == 0 && k < sizeof value_opts / sizeof value_opts[0];
+             k++)
+            r = cli_opt(argc, argv, &i, "rlock", NULL, value_opts[k].name,
+                        &v);
         if (r < 0)
             return EXIT_USAGE;
         if (r > 0) {
-            cli.tls = 1; /* a TLS file or name means TLS */
+            const char *name = value_opts[k - 1].name;
+            if (strcmp(name, "--redis") == 0) {
+                /* Kept as a copy; the argument itself loses its password. */
+                if (!(url = strdup(v))) {
+                    fprintf(stderr, "rlock: out of memory\n");
+                    return EXIT_OSERR;
+                }
+                scrub_password(argv[at + (argv[at][7] == '=' ? 0 : 1)]);
+            } else if (strcmp(name, "--password-file") == 0) {
+                if (read_password_file(v, password, sizeof password) != 0)
+                    return EXIT_USAGE;
+                cli.password = password;
+            } else {
+                *(const char **)((char *)&cli + value_opts[k - 1].off) = v;
+                if (strcmp(name, "--user") != 0)
+                    cli.tls = 1; /* a TLS file or name means TLS */
+            }
             continue;
         }
         if (strcmp(argv[i], "--tls") == 0) {
@@ -74,26 +115,6 @@ int main(int argc, char **argv)
             cli.tls = 1;
             cli.tls_insecure = 1;
             i++;
-        } else if (strcmp(argv[i], "--redis") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "rlock: --redis needs a URL\n");
-                return EXIT_USAGE;
-            }
-            url = argv[i + 1];
-            i += 2;
-            if (!*url) {
-                fprintf(stderr, "rlock: --redis needs a URL, got an empty "
-                                "one\n");
-                return EXIT_USAGE;
-            }
-        } else if (strncmp(argv[i], "--redis=", 8) == 0) {
-            url = argv[i] + 8;
-            i++;
-            if (!*url) {
-                fprintf(stderr, "rlock: --redis needs a URL, got an empty "
-                                "one\n");
-                return EXIT_USAGE;
-            }
         } else if (strcmp(argv[i], "--version") == 0) {
             printf("rlock %s (library %s)\n", RLOCK_VERSION_STRING,
                    rlock_version());
@@ -106,6 +127,18 @@ int main(int argc, char **argv)
                     argv[i]);
             return EXIT_USAGE;
         }
+    }
+    if (!cli.password) {
+        /* As redis-cli's REDISCLI_AUTH: kept out of argv and of COMMAND's
+         * environment (rlock run leaves it out). */
+        const char *pw = getenv("RLOCK_PASSWORD");
+        if (pw && *pw)
+            cli.password = pw;
+    }
+    if (cli.user && !cli.password) {
+        fprintf(stderr, "rlock: --user needs a password (--password-file or "
+                        "$RLOCK_PASSWORD)\n");
+        return EXIT_USAGE;
     }
     if (i >= argc) {
         fprintf(stderr, "rlock: no command given (see rlock --help)\n");
@@ -120,15 +153,20 @@ int main(int argc, char **argv)
     argc -= i;
     argv += i;
     if (strcmp(cmd, "run") == 0)
-        return cmd_run(&cli, argc, argv);
-    if (strcmp(cmd, "status") == 0)
-        return cmd_status(&cli, argc, argv);
-    if (strcmp(cmd, "unlock") == 0)
-        return cmd_unlock(&cli, argc, argv);
-    if (strcmp(cmd, "ping") == 0)
-        return cmd_ping(&cli, argc, argv);
-    if (strcmp(cmd, "demo") == 0)
-        return cmd_demo(&cli, argc, argv);
-    fprintf(stderr, "rlock: unknown command '%s' (see rlock --help)\n", cmd);
-    return EXIT_USAGE;
+        code = cmd_run(&cli, argc, argv);
+    else if (strcmp(cmd, "status") == 0)
+        code = cmd_status(&cli, argc, argv);
+    else if (strcmp(cmd, "unlock") == 0)
+        code = cmd_unlock(&cli, argc, argv);
+    else if (strcmp(cmd, "ping") == 0)
+        code = cmd_ping(&cli, argc, argv);
+    else if (strcmp(cmd, "demo") == 0)
+        code = cmd_demo(&cli, argc, argv);
+    else {
+        fprintf(stderr, "rlock: unknown command '%s' (see rlock --help)\n",
+                cmd);
+        code = EXIT_USAGE;
+    }
+    free(url);
+    return code;
 }

@@ -3,9 +3,12 @@
  *
  * The hold belongs to the thread that took it (an rlock owner is a client
  * and a thread), so one "holder" thread takes the lock, reports, and later
- * releases it when told; the main thread handles signals through a
- * signalfd and runs COMMAND. Every signal the tool cares about is blocked
- * before any thread starts, so they all arrive at the signalfd.
+ * releases it when told. The main thread takes in every signal through a
+ * signalfd (they are blocked before any thread or child exists) and talks
+ * to the keeper (tree.c), the process that parents COMMAND's whole tree:
+ * signals are passed on to the tree, a stop signal or a lost lock stops
+ * it (SIGKILL after --kill-after), and the lock is released only once no
+ * process of the tree is left.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,12 +20,11 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "tree.h"
 
-#define KILL_GRACE_MS 5000
 
 extern char **environ;
 
@@ -78,29 +80,15 @@ static void on_lost(rlock_mutex *m, void *arg)
     }
 }
 
-static int64_t now_ms(void)
+/* COMMAND's environment: ours, with RLOCK_NAME and RLOCK_URL (without its
+ * password) set, and no RLOCK_PASSWORD; the keeper adds RLOCK_TOKEN. Built
+ * before any fork, while the process has one thread. */
+static char **command_env(const char *name, const char *url_bare)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int need_arg(int i, int argc, const char *opt)
-{
-    if (i + 1 >= argc) {
-        fprintf(stderr, "rlock run: %s needs a value\n", opt);
-        return -1;
-    }
-    return 0;
-}
-
-/* The environment for COMMAND, built before fork(): between fork and exec
- * a child of a threaded process may only call async-signal-safe code. */
-static char **command_env(const char *name, uint64_t token)
-{
-    static char nv[RLOCK_NAME_MAX + 16], tv[40];
-    size_t n = 0, i, k = 0;
+    static const char *const drop[] = {"RLOCK_NAME=", "RLOCK_TOKEN=",
+                                       "RLOCK_URL=", "RLOCK_PASSWORD="};
+    static char nv[RLOCK_NAME_MAX + 16], uv[600];
+    size_t n = 0, i, k = 0, d;
     char **env;
 
     while (environ[n])
@@ -109,28 +97,18 @@ static char **command_env(const char *name, uint64_t token)
     if (!env)
         return NULL;
     snprintf(nv, sizeof nv, "RLOCK_NAME=%s", name);
-    snprintf(tv, sizeof tv, "RLOCK_TOKEN=%llu", (unsigned long long)token);
-    for (i = 0; i < n; i++)
-        if (strncmp(environ[i], "RLOCK_NAME=", 11) != 0 &&
-            strncmp(environ[i], "RLOCK_TOKEN=", 12) != 0)
+    snprintf(uv, sizeof uv, "RLOCK_URL=%s", url_bare);
+    for (i = 0; i < n; i++) {
+        for (d = 0; d < sizeof drop / sizeof drop[0]; d++)
+            if (strncmp(environ[i], drop[d], strlen(drop[d])) == 0)
+                break;
+        if (d == sizeof drop / sizeof drop[0])
             env[k++] = environ[i];
+    }
     env[k++] = nv;
-    env[k++] = tv;
+    env[k++] = uv;
     env[k] = NULL;
     return env;
-}
-
-static void child_fail(const char *cmd, int err)
-{
-    const char *why = strerror(err);
-
-    /* write(2) only: async-signal-safe. */
-    if (write(2, "rlock run: cannot run ", 22) < 0 ||
-        write(2, cmd, strlen(cmd)) < 0 || write(2, ": ", 2) < 0 ||
-        write(2, why, strlen(why)) < 0 || write(2, "\n", 1) < 0) {
-        /* nothing more to do */
-    }
-    _exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
 static void release(struct holder *h, pthread_t th)
@@ -141,85 +119,141 @@ static void release(struct holder *h, pthread_t th)
     pthread_join(th, NULL);
 }
 
+/* The signals rlock run takes in through its signalfd: every catchable
+ * one but those a fault raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ * SIGSYS, SIGABRT), which must still stop a broken program, and SIGPIPE,
+ * which is ignored (a closed stderr is no reason to abandon COMMAND). */
+static void handled_signals(sigset_t *set)
+{
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+                                 SIGTRAP, SIGSYS, SIGABRT, SIGPIPE,
+                                 SIGKILL, SIGSTOP};
+    size_t k;
+    int sig;
+
+    sigemptyset(set);
+    for (sig = 1; sig < NSIG; sig++) {
+        if (sig > SIGSYS && sig < SIGRTMIN)
+            continue; /* glibc's own */
+        for (k = 0; k < sizeof faults / sizeof faults[0]; k++)
+            if (faults[k] == sig)
+                break;
+        if (k == sizeof faults / sizeof faults[0])
+            sigaddset(set, sig);
+    }
+}
+
+/* The ones that ask rlock run to stop (the tree is stopped, then the lock
+ * released); every other one is passed on to the tree as it is. */
+static int is_stop_signal(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+}
+
 int cmd_run(struct cli *cli, int argc, char **argv)
 {
-    static const int forwarded[3] = {SIGINT, SIGTERM, SIGHUP};
-    struct sigaction given[3];
+    static int given_sigs[NSIG];
+    static struct sigaction given[NSIG];
     struct holder h;
+    struct tree tree;
+    struct tree_spec spec;
     rlock_mutex_opts mo;
     rlock_client *c;
     sigset_t sigs, old;
     pthread_t th;
-    const char *name = NULL, *wait_s = NULL;
+    const char *name = NULL, *wait_s = NULL, *v;
     char **cmd = NULL, **env;
-    int64_t lease_ms = 0, kill_at = -1;
-    int i, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
-    int layout = RLOCK_LAYOUT_NATIVE;
-    int code = 0, lost = 0, status = 0, err;
-    pid_t child;
+    int64_t lease_ms = 0, kill_after_ms = KILL_AFTER_DEFAULT_MS;
+    int64_t grace_ms, renew_lease_ms;
+    int i, r, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
+    int layout = RLOCK_LAYOUT_NATIVE, quiet = 0, nsigs = 0;
+    int code = 0, lost = 0, status = 0, err, ended = 0;
+    int keeper_gone = 0;
 
     memset(&h, 0, sizeof h);
     h.wait_ms = -1;
-    for (i = 1; i < argc; i++) {
+    for (i = 1; i < argc;) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             cmd = argv + i + 1;
             break;
-        } else if (strcmp(a, "-w") == 0 || strcmp(a, "--wait") == 0) {
-            if (need_arg(i, argc, a))
+        }
+        if ((r = cli_opt(argc, argv, &i, "rlock run", "-w", "--wait",
+                         &v)) != 0) {
+            if (r < 0)
                 return EXIT_USAGE;
-            wait_s = argv[++i];
+            wait_s = v;
             if (parse_duration(wait_s, &h.wait_ms) != 0) {
                 fprintf(stderr, "rlock run: bad duration '%s' for %s\n",
-                        wait_s, a);
+                        wait_s, cli_last_opt);
                 return EXIT_USAGE;
             }
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--nonblock") == 0) {
-            h.nonblock = 1;
-        } else if (strcmp(a, "-l") == 0 || strcmp(a, "--lease") == 0) {
-            if (need_arg(i, argc, a))
+        } else if ((r = cli_opt(argc, argv, &i, "rlock run", "-l",
+                                "--lease", &v)) != 0) {
+            if (r < 0)
                 return EXIT_USAGE;
-            if (parse_duration(argv[++i], &lease_ms) != 0 || lease_ms <= 0) {
-                fprintf(stderr, "rlock run: bad duration '%s' for %s\n",
-                        argv[i], a);
+            if (parse_duration(v, &lease_ms) != 0 || lease_ms <= 0) {
+                fprintf(stderr, "rlock run: bad duration '%s' for %s\n", v,
+                        cli_last_opt);
                 return EXIT_USAGE;
             }
-        } else if (strcmp(a, "-E") == 0 ||
-                   strcmp(a, "--conflict-exit-code") == 0) {
-            long v;
-            if (need_arg(i, argc, a))
+        } else if ((r = cli_opt(argc, argv, &i, "rlock run", NULL,
+                                "--kill-after", &v)) != 0) {
+            if (r < 0)
                 return EXIT_USAGE;
-            if (parse_number(argv[++i], 0, 255, &v) != 0) {
+            if (parse_duration(v, &kill_after_ms) != 0) {
+                fprintf(stderr, "rlock run: bad duration '%s' for %s\n", v,
+                        cli_last_opt);
+                return EXIT_USAGE;
+            }
+        } else if ((r = cli_opt(argc, argv, &i, "rlock run", "-E",
+                                "--conflict-exit-code", &v)) != 0) {
+            long n;
+            if (r < 0)
+                return EXIT_USAGE;
+            if (parse_number(v, 0, 255, &n) != 0) {
                 fprintf(stderr, "rlock run: %s takes a number from 0 to 255\n",
-                        a);
+                        cli_last_opt);
                 return EXIT_USAGE;
             }
-            conflict = (int)v;
-        } else if (strcmp(a, "--layout") == 0) {
-            if (need_arg(i, argc, a))
+            conflict = (int)n;
+        } else if ((r = cli_opt(argc, argv, &i, "rlock run", NULL,
+                                "--layout", &v)) != 0) {
+            if (r < 0)
                 return EXIT_USAGE;
-            if (parse_layout(argv[++i], &layout) != 0) {
+            if (parse_layout(v, &layout) != 0) {
                 fprintf(stderr, "rlock run: --layout takes native, "
                                 "redisson or token\n");
                 return EXIT_USAGE;
             }
-        } else if (strcmp(a, "--on-lost") == 0) {
-            if (need_arg(i, argc, a))
+        } else if ((r = cli_opt(argc, argv, &i, "rlock run", NULL,
+                                "--on-lost", &v)) != 0) {
+            if (r < 0)
                 return EXIT_USAGE;
-            i++;
-            if (strcmp(argv[i], "kill") == 0)
+            if (strcmp(v, "kill") == 0)
                 kill_on_lost = 1;
-            else if (strcmp(argv[i], "ignore") == 0)
+            else if (strcmp(v, "ignore") == 0)
                 kill_on_lost = 0;
             else {
                 fprintf(stderr, "rlock run: --on-lost takes kill or ignore\n");
                 return EXIT_USAGE;
             }
+        } else if ((r = cli_flag(argv, &i, "rlock run", "-n",
+                                 "--nonblock")) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            h.nonblock = 1;
+        } else if ((r = cli_flag(argv, &i, "rlock run", "-q", "--quiet")) !=
+                   0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            quiet = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "rlock run: unknown option %s\n", a);
             return EXIT_USAGE;
         } else if (!name) {
             name = a;
+            i++;
         } else {
             fprintf(stderr, "rlock run: put -- before the command (rlock run "
                             "NAME -- COMMAND)\n");
@@ -239,34 +273,54 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 RLOCK_NAME_MAX);
         return EXIT_USAGE;
     }
+    /* The lease the renewals keep: if rlock run dies, the keeper stops
+     * the tree within a third of it, long before it could end. */
+    renew_lease_ms = lease_ms > 0 ? lease_ms : cli_watchdog_lease_ms();
+    grace_ms = renew_lease_ms / 3 < kill_after_ms ? renew_lease_ms / 3
+                                                  : kill_after_ms;
 
-    /* Before any thread exists: these signals now reach only the fd. A
-     * signal whose disposition is "ignore" (as a shell sets it for
-     * background jobs) is discarded before it could reach the fd, so take
-     * the default disposition for ourselves, and give COMMAND back what we
-     * were given. */
-    for (i = 0; i < 3; i++) {
+    /* Before any thread or child exists: every signal we handle now
+     * reaches only the signalfd. A signal whose disposition is "ignore"
+     * (as a shell sets it for background jobs) would be discarded before
+     * reaching it, so take the default disposition for ourselves, and give
+     * COMMAND back what we were given. */
+    handled_signals(&sigs);
+    for (i = 1; i < NSIG; i++) {
         struct sigaction dfl;
+        if (!sigismember(&sigs, i) || i == SIGCHLD)
+            continue;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        sigaction(forwarded[i], &dfl, &given[i]);
+        if (sigaction(i, &dfl, &given[nsigs]) == 0)
+            given_sigs[nsigs++] = i;
     }
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGCHLD);
     sigprocmask(SIG_BLOCK, &sigs, &old);
     signal(SIGPIPE, SIG_IGN);
+    env = command_env(name, cli->url_bare);
+    spec.argv = cmd;
+    spec.env = env;
+    spec.mask = &old;
+    spec.sigs = given_sigs;
+    spec.disp = given;
+    spec.nsigs = nsigs;
+    r = env ? tree_fork(&tree, &spec) : -1;
+    free(env); /* the keeper has its copy; the strings are not ours */
+    if (r != 0) {
+        fprintf(stderr, "rlock run: cannot start: %s\n", strerror(errno));
+        return EXIT_OSERR;
+    }
     sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
     if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
         pipe2(h.done_pipe, O_CLOEXEC) != 0 ||
         pipe2(h.release_pipe, O_CLOEXEC) != 0) {
         fprintf(stderr, "rlock run: %s\n", strerror(errno));
+        tree_close(&tree);
         return EXIT_OSERR;
     }
-    if (!(c = cli_open(cli, &code)))
+    if (!(c = cli_open(cli, &code))) {
+        tree_close(&tree);
         return code;
+    }
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = lease_ms;
     mo.on_lost = on_lost;
@@ -275,10 +329,12 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     if (!h.m) {
         cli_error(cli, c, name, err);
         rlock_client_close(c);
+        tree_close(&tree);
         return exit_code_for(err);
     }
     if (pthread_create(&th, NULL, holder_main, &h) != 0) {
         fprintf(stderr, "rlock run: cannot start a thread\n");
+        tree_close(&tree);
         return EXIT_OSERR;
     }
 
@@ -291,7 +347,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         if (p[0].revents)
             break;
         if (p[1].revents && read(sfd, &si, sizeof si) == sizeof si &&
-            si.ssi_signo != SIGCHLD) {
+            is_stop_signal((int)si.ssi_signo)) {
             /* Interrupted before COMMAND started: stop waiting, and
              * release the lock if it was obtained meanwhile. */
             struct pollfd d = {h.done_pipe[0], POLLIN, 0};
@@ -312,13 +368,17 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                     name, strsignal((int)si.ssi_signo));
             rlock_mutex_free(h.m);
             rlock_client_close(c);
+            tree_close(&tree);
             return 128 + (int)si.ssi_signo;
         }
+        /* Any other signal before COMMAND exists: nothing to pass it to. */
     }
     if (h.rc != RLOCK_OK) {
         pthread_join(th, NULL);
         if (h.gave_up) {
-            if (h.nonblock)
+            if (quiet)
+                ; /* -q: a conflict is said by the exit status alone */
+            else if (h.nonblock)
                 fprintf(stderr, "rlock run: %s is held by another owner\n",
                         name);
             else
@@ -333,48 +393,37 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         }
         rlock_mutex_free(h.m);
         rlock_client_close(c);
+        tree_close(&tree);
         return code;
     }
 
-    env = command_env(name, h.token);
-    child = env ? fork() : -1;
-    if (child == 0) {
-        for (i = 0; i < 3; i++)
-            sigaction(forwarded[i], &given[i], NULL);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        execvpe(cmd[0], cmd, env);
-        child_fail(cmd[0], errno);
-    }
-    if (child < 0) {
-        fprintf(stderr, "rlock run: cannot start %s: %s\n", cmd[0],
-                strerror(errno));
-        release(&h, th);
-        rlock_mutex_free(h.m);
-        rlock_client_close(c);
-        return EXIT_OSERR;
+    if (tree_start(&tree, h.token, grace_ms) != 0) {
+        fprintf(stderr, "rlock run: cannot start %s: the keeper is gone\n",
+                cmd[0]);
+        keeper_gone = 1;
     }
 
-    /* COMMAND runs. Pass signals on; watch for its end and for a loss. */
-    for (;;) {
-        struct pollfd p[2] = {{sfd, POLLIN, 0}, {lost_pipe[0], POLLIN, 0}};
-        int timeout = -1, done = 0;
-
-        if (kill_at >= 0)
-            timeout = (int)(kill_at > now_ms() ? kill_at - now_ms() : 0);
-        if (poll(p, 2, timeout) < 0 && errno != EINTR)
+    /* COMMAND runs. Pass signals on; watch for the end of the whole tree
+     * and for a loss. */
+    while (!keeper_gone) {
+        struct pollfd p[3] = {{sfd, POLLIN, 0},
+                              {lost_pipe[0], POLLIN, 0},
+                              {tree.rep, POLLIN, 0}};
+        if (poll(p, 3, -1) < 0 && errno != EINTR)
             break;
         if (p[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == sizeof si &&
-                si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL) {
-                /* Sent by a process (kill, a supervisor). A terminal's
-                 * ^C (SI_KERNEL) already reached COMMAND: it is in our
-                 * process group. */
-                kill(child, (int)si.ssi_signo);
+                si.ssi_signo != SIGCHLD) {
+                int sig = (int)si.ssi_signo;
+                if (is_stop_signal(sig)) {
+                    /* The whole tree, then SIGKILL for what is left after
+                     * --kill-after; the lock is released when none is. */
+                    tree_stop(&tree, sig, kill_after_ms);
+                } else if (sig != SIGTTIN && sig != SIGTTOU) {
+                    tree_signal(&tree, sig);
+                }
             }
-            while (waitpid(child, &status, WNOHANG) == child)
-                done = 1;
         }
         if (p[1].revents) {
             char b[16];
@@ -388,19 +437,39 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                         name,
                         kill_on_lost ? "; stopping the command" : "");
                 if (kill_on_lost) {
-                    kill(child, SIGTERM);
-                    kill_at = now_ms() + KILL_GRACE_MS;
+                    tree_stop(&tree, SIGTERM, kill_after_ms);
                 }
             }
         }
-        if (kill_at >= 0 && now_ms() >= kill_at) {
-            kill(child, SIGKILL);
-            kill_at = -1;
+        if (p[2].revents) {
+            int st = 0;
+            switch (tree_read(&tree, &st)) {
+            case TREE_COMMAND_ENDED:
+                status = st;
+                ended = 1;
+                break;
+            case TREE_EMPTY:
+                goto tree_done;
+            case TREE_GONE:
+                keeper_gone = 1;
+                break;
+            default:
+                break;
+            }
         }
-        if (done)
-            break;
     }
-
+    if (keeper_gone) {
+        /* The keeper was killed: COMMAND had SIGKILL from the kernel, and
+         * the rest of the tree is ours now. None may outlive the lock. */
+        fprintf(stderr, "rlock run: the process watching %s was killed; "
+                        "stopping what is left of it\n",
+                cmd[0]);
+        tree_reap_orphans(&tree);
+        if (!ended)
+            status = EXIT_SOFTWARE << 8;
+    }
+tree_done:
+    tree_close(&tree);
     release(&h, th);
     if (h.unlock_rc == RLOCK_ELOST && !lost) {
         lost = 1;
@@ -412,7 +481,6 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     }
     rlock_mutex_free(h.m);
     rlock_client_close(c);
-    free(env); /* its strings belong to environ and to command_env */
     if (lost && kill_on_lost)
         return EXIT_LOST;
     if (WIFSIGNALED(status))

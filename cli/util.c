@@ -68,21 +68,88 @@ int parse_number(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* redis://user:secret@host -> redis://user:***@host */
-static void hide_password(const char *url, char *out, size_t len)
+const char *cli_last_opt = "";
+
+int cli_opt(int argc, char **argv, int *i, const char *cmd,
+            const char *short_name, const char *long_name,
+            const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(long_name);
+
+    if (short_name && strcmp(a, short_name) == 0) {
+        cli_last_opt = short_name;
+        *value = *i + 1 < argc ? argv[*i + 1] : NULL;
+        *i += 2;
+    } else if (strncmp(a, long_name, n) == 0 && a[n] == '=') {
+        cli_last_opt = long_name;
+        *value = a + n + 1;
+        *i += 1;
+    } else if (strcmp(a, long_name) == 0) {
+        cli_last_opt = long_name;
+        *value = *i + 1 < argc ? argv[*i + 1] : NULL;
+        *i += 2;
+    } else {
+        return 0;
+    }
+    if (!*value || !**value) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, cli_last_opt);
+        return -1;
+    }
+    return 1;
+}
+
+int cli_flag(char **argv, int *i, const char *cmd, const char *short_name,
+             const char *long_name)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(long_name);
+
+    if ((short_name && strcmp(a, short_name) == 0) ||
+        strcmp(a, long_name) == 0) {
+        *i += 1;
+        return 1;
+    }
+    if (strncmp(a, long_name, n) == 0 && a[n] == '=') {
+        fprintf(stderr, "%s: %s takes no value\n", cmd, long_name);
+        return -1;
+    }
+    return 0;
+}
+
+int url_password_span(const char *url, size_t *from, size_t *to)
 {
     const char *scheme = strstr(url, "://"), *at, *colon;
 
-    snprintf(out, len, "%s", url);
     if (!scheme)
-        return;
+        return 0;
     at = strrchr(scheme + 3, '@');
     if (!at)
-        return;
+        return 0;
     colon = memchr(scheme + 3, ':', (size_t)(at - (scheme + 3)));
     if (!colon)
+        return 0;
+    *from = (size_t)(colon + 1 - url);
+    *to = (size_t)(at - url);
+    return 1;
+}
+
+/* redis://user:secret@host -> redis://user<mask>@host; with mask NULL,
+ * redis://user@host (and redis://:secret@host -> redis://host). */
+static void hide_password(const char *url, char *out, size_t len,
+                          const char *mask)
+{
+    size_t from, to;
+
+    snprintf(out, len, "%s", url);
+    if (!url_password_span(url, &from, &to))
         return;
-    snprintf(out, len, "%.*s***%s", (int)(colon + 1 - url), url, at);
+    if (mask)
+        snprintf(out, len, "%.*s%s%s", (int)from, url, mask, url + to);
+    else if (url[from - 2] == '/') /* no user: "scheme://:secret@" */
+        snprintf(out, len, "%.*s%s", (int)(from - 1), url, url + to + 1);
+    else
+        snprintf(out, len, "%.*s%s", (int)(from - 1), url, url + to);
 }
 
 void cli_pick_url(struct cli *cli, const char *given)
@@ -97,7 +164,18 @@ void cli_pick_url(struct cli *cli, const char *given)
     if (!u || !*u)
         u = "redis://127.0.0.1:6379";
     cli->url = u;
-    hide_password(u, cli->url_shown, sizeof cli->url_shown);
+    hide_password(u, cli->url_shown, sizeof cli->url_shown, "***");
+    hide_password(u, cli->url_bare, sizeof cli->url_bare, NULL);
+}
+
+int64_t cli_watchdog_lease_ms(void)
+{
+    const char *wl = getenv("RLOCK_WATCHDOG_LEASE");
+    int64_t ms;
+
+    if (wl && *wl && parse_duration(wl, &ms) == 0 && ms >= 30)
+        return ms;
+    return 30000;
 }
 
 int parse_layout(const char *s, int *layout)
@@ -165,6 +243,8 @@ rlock_client *cli_open(struct cli *cli, int *exit_code)
     o.tls_cert_file = cli->tls_cert;
     o.tls_key_file = cli->tls_key;
     o.tls_sni = cli->tls_sni;
+    o.username = cli->user;
+    o.password = cli->password;
     c = rlock_client_open(cli->url, &o, &err);
 
     if (!c) {

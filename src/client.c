@@ -283,8 +283,9 @@ static rlock_client *finish_open(rlock_client *c,
     rlock__conn *ctx = NULL;
     int64_t saved;
 
-    c->username = opts->password ? (opts->username ? strdup(opts->username)
-                                                   : NULL)
+    /* Each of the options' credentials overrides the URL's: a password
+     * in the options with a user in the URL is that user's. */
+    c->username = opts->username ? strdup(opts->username)
                                  : (c->url.user ? strdup(c->url.user) : NULL);
     c->password = opts->password ? strdup(opts->password)
                                  : (c->url.password ? strdup(c->url.password)
@@ -294,7 +295,8 @@ static rlock_client *finish_open(rlock_client *c,
         rlock__url_describe(&c->url, c->where, sizeof c->where);
     if (rc == RLOCK_OK &&
         (!c->idle || (opts->password && !c->password) ||
-         (c->url.password && !c->password)))
+         (c->url.password && !c->password) ||
+         ((opts->username || c->url.user) && !c->username)))
         rc = rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
     if (rc != RLOCK_OK) {
         free_client(c);

@@ -192,8 +192,9 @@ typedef struct rlock_client_opts {
      * cluster hash tag). */
     const char *key_prefix;
 
-    /* Credentials that override those in the URL (NULL: use the URL's).
-     * Copied. A username without password is an error. An empty password
+    /* Credentials that override those in the URL (NULL: use the URL's),
+     * each on its own: a password here with a user in the URL is that
+     * user's password. Copied. A username without password is an error. An empty password
      * is sent as given (Redis then refuses it: RLOCK_EAUTH); an empty
      * password in a URL is a malformed URL (RLOCK_EINVAL). */
     const char *username;

@@ -445,9 +445,13 @@ case_bad_arguments_table() {
     local T="touch|{ran}" # the COMMAND of run rows
     local rows=(
         # Global options and the subcommand.
-        "64|--redis needs a URL|--redis"
-        "64|URL|--redis|{empty}|ping"
-        "64|URL|--redis={empty}|ping"
+        "64|--redis needs a value|--redis"
+        "64|--redis needs a value|--redis|{empty}|ping"
+        "64|--redis needs a value|--redis={empty}|ping"
+        "64|--password-file needs a value|--password-file"
+        "64|--password-file /nonexistent/pw: No such file|--password-file|/nonexistent/pw|ping"
+        "64|--password-file /dev/null: no password on its first line|--password-file=/dev/null|ping"
+        "64|--user needs a password|--user|alice|ping"
         "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|http://127.0.0.1|ping"
         "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis=http://127.0.0.1|ping"
         "64|must start with redis://, unix://, redis-sentinel://, redis-cluster:// or redlock://|--redis|{sock}|ping"
@@ -503,7 +507,14 @@ case_bad_arguments_table() {
         "64|bad duration '-1' for -w|run|-w|-1|x|--|$T"
         "64|bad duration '-0' for -w|run|-w|-0|x|--|$T"
         "64|bad duration '\+5' for -w|run|-w|+5|x|--|$T"
-        "64|bad duration '' for -w|run|-w|{empty}|x|--|$T"
+        "64|-w needs a value|run|-w|{empty}|x|--|$T"
+        "64|--wait needs a value|run|--wait=|x|--|$T"
+        "64|bad duration '5x' for --wait|run|--wait=5x|x|--|$T"
+        "64|--nonblock takes no value|run|--nonblock=1|x|--|$T"
+        "64|--quiet takes no value|run|--quiet=yes|x|--|$T"
+        "64|--kill-after needs a value|run|x|--kill-after"
+        "64|bad duration 'x' for --kill-after|run|--kill-after|x|x|--|$T"
+        "64|bad duration '-1' for --kill-after|run|--kill-after=-1|x|--|$T"
         "64|bad duration ' 5' for -w|run|-w| 5|x|--|$T"
         "64|bad duration '5 s' for -w|run|-w|5 s|x|--|$T"
         "64|bad duration '5S' for -w|run|-w|5S|x|--|$T"
@@ -527,14 +538,14 @@ case_bad_arguments_table() {
         "64|bad duration '0.0001' for -l|run|-l|0.0001|x|--|$T"
         "64|bad duration '-5s' for -l|run|-l|-5s|x|--|$T"
         "64|bad duration '5x' for -l|run|-l|5x|x|--|$T"
-        "64|bad duration '' for -l|run|-l|{empty}|x|--|$T"
+        "64|-l needs a value|run|-l|{empty}|x|--|$T"
         "64|bad duration '9000000001s' for -l|run|-l|9000000001s|x|--|$T"
         "64|-E needs a value|run|x|-E"
         "64|--conflict-exit-code needs a value|run|x|--conflict-exit-code"
         "64|-E takes a number from 0 to 255|run|-E|-1|x|--|$T"
         "64|-E takes a number from 0 to 255|run|-E|256|x|--|$T"
         "64|-E takes a number from 0 to 255|run|-E|x|x|--|$T"
-        "64|-E takes a number from 0 to 255|run|-E|{empty}|x|--|$T"
+        "64|-E needs a value|run|-E|{empty}|x|--|$T"
         "64|-E takes a number from 0 to 255|run|-E|1.5|x|--|$T"
         "64|-E takes a number from 0 to 255|run|-E|0x3|x|--|$T"
         "64|-E takes a number from 0 to 255|run|-E|99999999999999999999|x|--|$T"
@@ -549,10 +560,10 @@ case_bad_arguments_table() {
         "64|--layout takes native, redisson or token|status|x|--layout"
         "64|--layout takes native, redisson or token|unlock|--force|--layout|Redisson|held"
         "64|--layout takes native, redisson or token|unlock|--force|--layout"
-        "64|--on-lost takes kill or ignore|run|--on-lost|{empty}|x|--|$T"
+        "64|--on-lost needs a value|run|--on-lost|{empty}|x|--|$T"
         "64|unknown option -x|run|-x|x|--|$T"
         "64|unknown option --bogus|run|--bogus|x|--|$T"
-        "64|unknown option --wait=5s|run|--wait=5s|x|--|$T"
+        "64|unknown option --wai=5s|run|--wai=5s|x|--|$T"
         "64|unknown option -nw|run|-nw|1s|x|--|$T"
         # status
         "64|name at least one lock|status"
@@ -687,6 +698,151 @@ case_tls_run_and_ping() {
     "$RLOCK" --cacert "$dir/other.crt" --redis "$url" ping 2>"$dir/err"
     expect_code 69 $? "ping over TLS with the wrong CA"
     grep -q "not trusted" "$dir/err" || fail "wrong CA: $(cat "$dir/err")"
+}
+
+# ---- COMMAND's whole process tree (rlock run as flock(1) for trees) ----
+
+# The pids a tree wrote to $dir/pids that are still alive.
+alive() { local p; for p in $(cat "$dir/pids" 2>/dev/null); do kill -0 "$p" 2>/dev/null && echo "$p"; done; }
+npids() { [ "$(cat "$dir/pids" 2>/dev/null | wc -l)" -ge "$1" ]; }
+
+# A tree of five processes, each writing its pid to $dir/pids: the shell
+# COMMAND; a child that, told to stop, takes 1 s more (and forks a sleep
+# meanwhile); a grandchild orphaned at once (double fork); one in a session
+# and process group of its own (setsid); and a sleep child of COMMAND.
+# With "stubborn", the second child ignores SIGTERM altogether.
+start_tree() { # start_tree NAME [stubborn] (sets tree_pid)
+    local on_term='sleep 1; exit 0'
+    [ "${2:-}" = stubborn ] && on_term=''
+    rm -f "$dir/pids"
+    "$RLOCK" run "$1" -- sh -c '
+        echo $$ >> "$D/pids"
+        sh -c "trap \"$T\" TERM; echo \$\$ >> \"$D/pids\"; while :; do sleep 0.1; done" &
+        sh -c "sleep 300 & echo \$! >> \"$D/pids\"" &
+        setsid sh -c "echo \$\$ >> \"$D/pids\"; exec sleep 300" &
+        sleep 300 & echo $! >> "$D/pids"
+        wait' 2>"$dir/err" &
+    tree_pid=$!
+    export -n D T
+    wait_for 10 npids 5 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
+}
+
+# While any process of the tree lives, the lock is held: a release seen
+# first and a live process seen after it is the failure.
+held_while_tree_lives() { # NAME
+    while [ -n "$(alive)" ]; do
+        if ! is_held "$1"; then
+            local left; left=$(alive)
+            [ -z "$left" ] || fail "lock $1 released while $left still ran"
+        fi
+        sleep 0.05
+    done
+}
+
+case_sigterm_stops_the_whole_tree_before_release() {
+    start_redis
+    set -m # background jobs of a script ignore SIGINT unless job control is on
+    local s
+    for s in TERM INT HUP; do
+        D=$dir T='sleep 1; exit 0'; export D T
+        start_tree tree
+        kill -$s $tree_pid
+        held_while_tree_lives tree
+        local want=$((128 + $(kill -l $s)))
+        wait $tree_pid; expect_code $want $? "status after SIG$s"
+        [ -z "$(alive)" ] || fail "left running after SIG$s: $(alive)"
+        "$RLOCK" status tree | grep -q "tree: free" || fail "lock held after SIG$s"
+    done
+    # A tree that ignores SIGTERM is killed after --kill-after.
+    D=$dir T=''; export D T
+    rm -f "$dir/pids"
+    "$RLOCK" run --kill-after=500ms tree -- sh -c '
+        trap "" TERM; echo $$ >> "$D/pids"
+        sh -c "trap \"\" TERM; sleep 300 & echo \$! >> \"$D/pids\"; wait" &
+        wait' &
+    tree_pid=$!
+    export -n D T
+    wait_for 10 npids 2 || fail "no tree"
+    local t0; t0=$(ms)
+    kill -TERM $tree_pid
+    held_while_tree_lives tree
+    wait $tree_pid
+    [ -z "$(alive)" ] || fail "SIGKILL did not end the tree"
+    [ $(( $(ms) - t0 )) -lt $(( 4000 * slow )) ] || fail "--kill-after 500ms took $(( $(ms) - t0 )) ms"
+    # Background processes left by COMMAND keep the lock until they end,
+    # as they would keep a flock(1) lock.
+    rm -f "$dir/pids"
+    "$RLOCK" run bg -- sh -c "sleep 1.5 & echo \$! >> '$dir/pids'; exit 0" &
+    tree_pid=$!
+    wait_for 10 npids 1 || fail "no background child"
+    held_while_tree_lives bg
+    wait $tree_pid; expect_code 0 $? "COMMAND's own status"
+    "$RLOCK" status bg | grep -q "bg: free" || fail "bg lock held at the end"
+}
+
+# rlock run killed outright: the keeper stops the tree (SIGTERM, then
+# SIGKILL within a third of the lease); nothing of it is alive when Redis
+# lets the lease go.
+case_sigkill_of_rlock_stops_the_tree_before_the_lease_ends() {
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=3s
+    D=$dir T=''; export D T
+    start_tree k stubborn
+    kill -KILL $tree_pid
+    local t0; t0=$(ms)
+    until [ "$(rcli EXISTS '{rlock:k}')" = 0 ]; do
+        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
+        sleep 0.02
+    done
+    [ -z "$(alive)" ] || fail "alive at the lease end: $(alive)"
+    wait $tree_pid 2>/dev/null
+    unset RLOCK_WATCHDOG_LEASE
+}
+
+case_lost_lock_stops_the_whole_tree() {
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=600ms
+    D=$dir T='sleep 0.5; exit 0'; export D T
+    start_tree lt
+    rcli DEL "{rlock:lt}" >/dev/null
+    wait $tree_pid; expect_code 79 $? "lost lock"
+    [ -z "$(alive)" ] || fail "left running after the loss: $(alive)"
+    grep -q "lost while the command ran" "$dir/err" || fail "no message: $(cat "$dir/err")"
+    unset RLOCK_WATCHDOG_LEASE
+}
+
+# The password is in no process's command line nor in COMMAND's
+# environment; COMMAND has the descriptors it would have without rlock.
+case_secrets_and_descriptors_stay_out_of_command() {
+    AUTH=s3cret start_redis --requirepass s3cret
+    local url="unix://:s3cret@$dir/redis.sock" base
+    unset RLOCK_URL
+    # What a shell started directly has open.
+    sh -c 'ls /proc/$$/fd > "$0/fds0"' "$dir"
+    base=$(sort "$dir/fds0" | tr '\n' ' ')
+    "$RLOCK" --redis "$url" run sec -- sh -c '
+        ls /proc/$$/fd > "$0/fds1"
+        env > "$0/env"
+        k=$PPID; r=$(ps -o ppid= -p $k | tr -d " ")
+        tr "\0" " " < /proc/$k/cmdline > "$0/keeper-cmdline"
+        tr "\0" " " < /proc/$r/cmdline > "$0/rlock-cmdline"' "$dir"
+    expect_code 0 $? "run with a password in the URL"
+    [ "$(sort "$dir/fds1" | tr '\n' ' ')" = "$base" ] ||
+        fail "COMMAND's descriptors: $(sort "$dir/fds1" | tr '\n' ' '), want $base"
+    ! grep -q s3cret "$dir/env" "$dir/keeper-cmdline" "$dir/rlock-cmdline" ||
+        fail "the password leaked: $(grep s3cret "$dir/env" "$dir/keeper-cmdline" "$dir/rlock-cmdline")"
+    grep -qx "RLOCK_URL=unix://$dir/redis.sock" "$dir/env" || fail "RLOCK_URL: $(grep RLOCK_URL "$dir/env")"
+    grep -q -- "--redis unix://:\*\*\*\*\*\*@" "$dir/rlock-cmdline" || fail "argv: $(cat "$dir/rlock-cmdline")"
+    # From a file, and from the environment (not passed on to COMMAND).
+    printf 's3cret\n' > "$dir/pw"
+    "$RLOCK" --redis "unix://$dir/redis.sock" --password-file "$dir/pw" ping >/dev/null
+    expect_code 0 $? "--password-file"
+    RLOCK_PASSWORD=s3cret "$RLOCK" --redis "unix://$dir/redis.sock" run sec -- sh -c 'env > "$0/env"' "$dir"
+    expect_code 0 $? "RLOCK_PASSWORD"
+    ! grep -q s3cret "$dir/env" || fail "RLOCK_PASSWORD reached COMMAND"
+    printf 'wrong\n' > "$dir/pw"
+    "$RLOCK" --redis "unix://$dir/redis.sock" --password-file="$dir/pw" ping 2>/dev/null
+    expect_code 77 $? "a wrong password from a file"
 }
 
 # Every key with its value (DUMP leaves the TTL out), in name order.
