@@ -172,21 +172,28 @@ int cmd_demo(struct cli *cli, int argc, char **argv)
     sigset_t sigs, old;
     long final_counter;
 
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
-            long v;
-            if (parse_number(argv[++i], 1, MAX_WORKERS, &v) != 0) {
+    for (i = 1; i < argc;) {
+        const char *v;
+        int r;
+        if ((r = cli_opt(argc, argv, &i, "rlock demo", NULL, "--workers",
+                         &v)) != 0) {
+            long n;
+            if (r < 0)
+                return EXIT_USAGE;
+            if (parse_number(v, 1, MAX_WORKERS, &n) != 0) {
                 fprintf(stderr, "rlock demo: --workers takes 1 to %d\n",
                         MAX_WORKERS);
                 return EXIT_USAGE;
             }
-            workers = (int)v;
-        } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-            if (parse_duration(argv[++i], &ms) != 0 || ms <= 0 ||
-                ms > 3600 * 1000) {
+            workers = (int)n;
+        } else if ((r = cli_opt(argc, argv, &i, "rlock demo", NULL,
+                                "--seconds", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (parse_duration(v, &ms) != 0 || ms <= 0 || ms > 3600 * 1000) {
                 fprintf(stderr, "rlock demo: bad duration '%s' for "
                                 "--seconds\n",
-                        argv[i]);
+                        v);
                 return EXIT_USAGE;
             }
         } else {

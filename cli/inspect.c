@@ -7,17 +7,81 @@
 
 #include "cli.h"
 
-static void json_string(FILE *out, const char *s)
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0: no
+ * overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const unsigned char *s)
 {
+    size_t n, k;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    for (k = 1; k < n; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+/* Text that came from Redis (or from the command line) on its way to a
+ * terminal: control bytes (escape sequences among them) and bytes that are
+ * not UTF-8 are written as \xNN, a backslash as \\; the rest as is. */
+static void put_safe(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+
+    while (*s) {
+        size_t n = utf8_seq(s);
+        if (*s == '\\') {
+            fputs("\\\\", out);
+            s++;
+        } else if (n == 0 || *s < 0x20 || *s == 0x7f ||
+                   (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+            /* invalid, C0, DEL, or a C1 control (U+0080..U+009F) */
+            fprintf(out, "\\x%02x", *s);
+            s++;
+        } else {
+            fwrite(s, 1, n, out);
+            s += n;
+        }
+    }
+}
+
+/* A JSON string, always valid UTF-8: controls as \u00NN; a byte that is
+ * not part of valid UTF-8 as the six characters \\xNN (the decoded
+ * string then shows it as the human output does). */
+static void json_string(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+
     fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(out, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(out, "\\u%04x", ch);
-        else
-            fputc(ch, out);
+    while (*s) {
+        size_t n = utf8_seq(s);
+        if (*s == '"' || *s == '\\') {
+            fprintf(out, "\\%c", *s);
+            s++;
+        } else if (n == 0) {
+            fprintf(out, "\\\\x%02x", *s);
+            s++;
+        } else if (*s < 0x20 || *s == 0x7f) {
+            fprintf(out, "\\u%04x", *s);
+            s++;
+        } else {
+            fwrite(s, 1, n, out);
+            s += n;
+        }
     }
     fputc('"', out);
 }
@@ -39,20 +103,22 @@ static void print_status(const char *name, const rlock_status *st, int json)
                (unsigned long long)st->last_token, (long long)st->waiters);
         return;
     }
+    put_safe(stdout, name);
+    if (st->held) {
+        fputs(": held by ", stdout);
+        put_safe(stdout, st->holder);
+    }
     if (st->held && st->token == 0) /* a peer's hold, or Redisson's layout */
-        printf("%s: held by %s, count %lld, lease %.3fs left, no token (last "
-               "token %llu), %lld waiting\n",
-               name, st->holder, (long long)st->count,
-               (double)st->lease_ms / 1000.0,
+        printf(", count %lld, lease %.3fs left, no token (last token %llu), "
+               "%lld waiting\n",
+               (long long)st->count, (double)st->lease_ms / 1000.0,
                (unsigned long long)st->last_token, (long long)st->waiters);
     else if (st->held)
-        printf("%s: held by %s, count %lld, lease %.3fs left, token %llu, "
-               "%lld waiting\n",
-               name, st->holder, (long long)st->count,
-               (double)st->lease_ms / 1000.0, (unsigned long long)st->token,
-               (long long)st->waiters);
+        printf(", count %lld, lease %.3fs left, token %llu, %lld waiting\n",
+               (long long)st->count, (double)st->lease_ms / 1000.0,
+               (unsigned long long)st->token, (long long)st->waiters);
     else
-        printf("%s: free, last token %llu, %lld waiting\n", name,
+        printf(": free, last token %llu, %lld waiting\n",
                (unsigned long long)st->last_token, (long long)st->waiters);
 }
 
@@ -66,16 +132,22 @@ int cmd_status(struct cli *cli, int argc, char **argv)
     /* Options may come anywhere before "--"; names after it may start
      * with '-'. Names are moved to the front of argv[1..]. */
     for (i = 1; i < argc; i++) {
+        const char *v;
+        int at = i, r;
         if (!opts_end && strcmp(argv[i], "--") == 0) {
             opts_end = 1;
         } else if (!opts_end && strcmp(argv[i], "--json") == 0) {
             json = 1;
-        } else if (!opts_end && strcmp(argv[i], "--layout") == 0) {
-            if (i + 1 >= argc || parse_layout(argv[++i], &mo.layout) != 0) {
-                fprintf(stderr, "rlock status: --layout takes native, "
-                                "redisson or token\n");
+        } else if (!opts_end &&
+                   (r = cli_opt(argc, argv, &at, "rlock status", NULL,
+                                "--layout", &v)) != 0) {
+            if (r < 0 || parse_layout(v, &mo.layout) != 0) {
+                if (r > 0)
+                    fprintf(stderr, "rlock status: --layout takes native, "
+                                    "redisson or token\n");
                 return EXIT_USAGE;
             }
+            i = at - 1;
         } else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "rlock status: unknown option %s (see rlock "
                             "status --help)\n",
@@ -128,14 +200,19 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
 
     rlock_mutex_opts_init(&mo);
     for (i = 1; i < argc; i++) {
+        const char *v;
+        int at = i, r;
         if (strcmp(argv[i], "--force") == 0 && !name) {
             force = 1;
-        } else if (strcmp(argv[i], "--layout") == 0 && !name) {
-            if (i + 1 >= argc || parse_layout(argv[++i], &mo.layout) != 0) {
-                fprintf(stderr, "rlock unlock: --layout takes native, "
-                                "redisson or token\n");
+        } else if (!name && (r = cli_opt(argc, argv, &at, "rlock unlock",
+                                         NULL, "--layout", &v)) != 0) {
+            if (r < 0 || parse_layout(v, &mo.layout) != 0) {
+                if (r > 0)
+                    fprintf(stderr, "rlock unlock: --layout takes native, "
+                                    "redisson or token\n");
                 return EXIT_USAGE;
             }
+            i = at - 1;
         } else if (!name && (argv[i][0] != '-' || !argv[i][1])) {
             name = argv[i];
         } else {
@@ -162,12 +239,15 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
         cli_error(cli, c, name, err);
         code = exit_code_for(err);
     } else if (st.held) {
-        printf("%s: removed the hold of %s (count %lld, token %llu); the "
-               "first waiter, if any, has it now\n",
-               name, st.holder, (long long)st.count,
-               (unsigned long long)st.token);
+        put_safe(stdout, name);
+        fputs(": removed the hold of ", stdout);
+        put_safe(stdout, st.holder);
+        printf(" (count %lld, token %llu); the first waiter, if any, has it "
+               "now\n",
+               (long long)st.count, (unsigned long long)st.token);
     } else {
-        printf("%s: was not held; nothing removed\n", name);
+        put_safe(stdout, name);
+        fputs(": was not held; nothing removed\n", stdout);
         code = 1;
     }
     rlock_mutex_free(m);
@@ -193,7 +273,8 @@ int cmd_ping(struct cli *cli, int argc, char **argv)
         cli_error(cli, c, "ping", err);
         code = exit_code_for(err);
     } else {
-        printf("PONG from %s: redis %s, round trip %.3f ms\n", cli->url_shown,
+        printf("PONG from %s: %s %s, round trip %.3f ms\n", cli->url_shown,
+               info.server[0] ? info.server : "redis",
                info.version[0] ? info.version : "(unknown version)",
                (double)info.rtt_us / 1000.0);
     }

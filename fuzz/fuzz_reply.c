@@ -161,13 +161,14 @@ static void check_info(const redisReply *r)
 
     for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         memset(buf, 0x5a, sizeof buf);
-        rlock__parse_info_version(r, buf, lens[i]);
+        rlock__parse_info_field(r, i % 2 ? "redis_version" : "server_name",
+                                buf, lens[i]);
         FUZZ_CHECK(memchr(buf, '\0', lens[i]) != NULL);
         FUZZ_CHECK(strpbrk(buf, "\r\n") == NULL);
         for (k = lens[i]; k < sizeof buf; k++)
             FUZZ_CHECK(buf[k] == 0x5a);
     }
-    rlock__parse_info_version(r, buf, 0); /* must write nothing */
+    rlock__parse_info_field(r, "redis_version", buf, 0); /* writes nothing */
 }
 
 static void check_pubsub(const redisReply *r)

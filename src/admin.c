@@ -103,7 +103,17 @@ int rlock_client_ping(rlock_client *c, rlock_server_info *info)
             return rc;
         }
         if (r->type == REDIS_REPLY_STRING) {
-            rlock__parse_info_version(r, info->version, sizeof info->version);
+            /* Valkey reports its own version beside the Redis one it is
+             * compatible with, and its name in server_name. */
+            rlock__parse_info_field(r, "valkey_version", info->version,
+                                    sizeof info->version);
+            if (!info->version[0])
+                rlock__parse_info_field(r, "redis_version", info->version,
+                                        sizeof info->version);
+            rlock__parse_info_field(r, "server_name", info->server,
+                                    sizeof info->server);
+            if (!info->server[0])
+                snprintf(info->server, sizeof info->server, "redis");
         } else if (r->type == REDIS_REPLY_ERROR) {
             rc = rlock__reply_error(c, r);
         }

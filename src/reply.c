@@ -172,21 +172,29 @@ int rlock__parse_force(const redisReply *r, rlock_status *removed)
     return RLOCK_OK;
 }
 
-void rlock__parse_info_version(const redisReply *r, char *version, size_t len)
+void rlock__parse_info_field(const redisReply *r, const char *field,
+                             char *out, size_t len)
 {
-    const char *v;
-    size_t n = 0;
+    size_t flen = strlen(field), n = 0;
+    const char *v = NULL, *p;
 
     if (len == 0)
         return;
-    if (r->type == REDIS_REPLY_STRING &&
-        (v = strstr(r->str, "redis_version:")) != NULL) {
-        v += 14;
-        while (n < len - 1 && v[n] != '\0' && v[n] != '\r' && v[n] != '\n')
-            n++;
-        memcpy(version, v, n);
+    if (r->type == REDIS_REPLY_STRING) {
+        /* "field:" at the start of a line: not inside another's name
+         * (redis_version inside a made-up xredis_version). */
+        for (p = r->str; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+            if (strncmp(p, field, flen) == 0 && p[flen] == ':') {
+                v = p + flen + 1;
+                break;
+            }
     }
-    version[n] = '\0';
+    /* Printable ASCII only: the value goes to terminals and logs. */
+    while (v && n < len - 1 && v[n] > ' ' && v[n] < 0x7f)
+        n++;
+    if (v)
+        memcpy(out, v, n);
+    out[n] = '\0';
 }
 
 /* ---- the subscriber's messages ------------------------------------------ */

@@ -53,9 +53,11 @@ int rlock__parse_status(const redisReply *r, rlock_status *st);
  * is reset first, whatever the reply. */
 int rlock__parse_force(const redisReply *r, rlock_status *removed);
 
-/* INFO's redis_version into version (len bytes, always NUL-terminated
- * when len > 0; "" if absent). */
-void rlock__parse_info_version(const redisReply *r, char *version, size_t len);
+/* The value of one INFO field ("redis_version", without the colon) into
+ * out (len bytes, always NUL-terminated when len > 0; printable ASCII up
+ * to the first space or line end; "" if absent). */
+void rlock__parse_info_field(const redisReply *r, const char *field,
+                             char *out, size_t len);
 
 /* ---- the subscriber's messages ------------------------------------------ */
 

@@ -260,8 +260,12 @@ case_hung_server_is_unavailable() {
     "$RLOCK" run -w 60s x -- true 2>/dev/null; expect_code 69 $? "run -w 60s on a hung server"
     "$RLOCK" status x 2>/dev/null; expect_code 69 $? "status on a hung server"
     "$RLOCK" ping 2>/dev/null; expect_code 69 $? "ping on a hung server"
+    "$RLOCK" unlock --force x 2>"$dir/err"; expect_code 69 $? "unlock on a hung server"
+    grep -q "(null)" "$dir/err" && fail "unlock said (null): $(cat "$dir/err")"
+    "$RLOCK" run -q -w 1s x -- true 2>"$dir/err"; expect_code 69 $? "run -q -w 1s on a hung server"
+    [ -s "$dir/err" ] || fail "-q hid that the server did not answer"
     t=$(( $(ms) - t0 ))
-    [ "$t" -lt 30000 ] || fail "four calls took $t ms"
+    [ "$t" -lt 45000 ] || fail "six calls took $t ms"
     kill -CONT "$redis_pid"
     "$RLOCK" run -n x -- true; expect_code 0 $? "after SIGCONT"
 }
@@ -557,9 +561,10 @@ case_bad_arguments_table() {
         "64|--layout takes native, redisson or token|run|--layout|redlock|x|--|$T"
         "64|--layout takes native, redisson or token|run|--layout|Token|x|--|$T"
         "64|--layout takes native, redisson or token|status|--layout|x"
-        "64|--layout takes native, redisson or token|status|x|--layout"
+        "64|--layout needs a value|status|x|--layout"
+        "64|--layout takes native, redisson or token|status|--layout=x|held"
         "64|--layout takes native, redisson or token|unlock|--force|--layout|Redisson|held"
-        "64|--layout takes native, redisson or token|unlock|--force|--layout"
+        "64|--layout needs a value|unlock|--force|--layout"
         "64|--on-lost needs a value|run|--on-lost|{empty}|x|--|$T"
         "64|unknown option -x|run|-x|x|--|$T"
         "64|unknown option --bogus|run|--bogus|x|--|$T"
@@ -590,20 +595,22 @@ case_bad_arguments_table() {
         "64|usage: rlock \[--redis URL\] ping|ping|extra"
         "64|usage: rlock \[--redis URL\] ping|ping|--json"
         # demo
-        "64|usage: rlock demo|demo|--workers"
-        "64|usage: rlock demo|demo|--seconds"
+        "64|--workers needs a value|demo|--workers"
+        "64|--seconds needs a value|demo|--seconds"
+        "64|--workers takes 1 to 64|demo|--workers=65"
+        "64|bad duration '0' for --seconds|demo|--seconds=0"
         "64|usage: rlock demo|demo|--bogus"
         "64|usage: rlock demo|demo|extra"
         "64|--workers takes 1 to 64|demo|--workers|0"
         "64|--workers takes 1 to 64|demo|--workers|65"
         "64|--workers takes 1 to 64|demo|--workers|-1"
         "64|--workers takes 1 to 64|demo|--workers|x"
-        "64|--workers takes 1 to 64|demo|--workers|{empty}"
+        "64|--workers needs a value|demo|--workers|{empty}"
         "64|--workers takes 1 to 64|demo|--workers|1.5"
         "64|bad duration '0' for --seconds|demo|--seconds|0"
         "64|bad duration '-1' for --seconds|demo|--seconds|-1"
         "64|bad duration '5x' for --seconds|demo|--seconds|5x"
-        "64|bad duration '' for --seconds|demo|--seconds|{empty}"
+        "64|--seconds needs a value|demo|--seconds|{empty}"
         "64|bad duration '3601' for --seconds|demo|--seconds|3601"
         "64|bad duration '2h' for --seconds|demo|--seconds|2h"
     )
@@ -780,6 +787,33 @@ case_sigterm_stops_the_whole_tree_before_release() {
     "$RLOCK" status bg | grep -q "bg: free" || fail "bg lock held at the end"
 }
 
+# Every catchable signal is passed on to the tree or handled: none kills
+# rlock run while COMMAND runs; -q leaves a conflict to the exit status.
+case_signals_are_passed_on_and_quiet_is_quiet() {
+    start_redis
+    set -m # else a script's background job starts with SIGQUIT ignored
+    local s
+    rm -f "$dir/got"
+    "$RLOCK" run sigs -- sh -c "
+        for s in USR1 USR2 ALRM QUIT WINCH; do trap \"echo \$s >> '$dir/got'\" \$s; done
+        echo ready >> '$dir/got'
+        while [ ! -e '$dir/stop' ]; do sleep 0.05; done" &
+    local pid=$!
+    wait_for 10 grep -q ready "$dir/got" || fail "COMMAND did not start"
+    for s in USR1 USR2 ALRM QUIT WINCH; do
+        kill -$s $pid
+        wait_for 5 grep -q $s "$dir/got" || fail "SIG$s did not reach COMMAND"
+    done
+    kill -0 $pid || fail "a signal killed rlock run"
+    is_held sigs || fail "lock not held"
+    "$RLOCK" run -n -q sigs -- true 2>"$dir/err"; expect_code 1 $? "-n -q on a held lock"
+    [ ! -s "$dir/err" ] || fail "-q printed: $(cat "$dir/err")"
+    "$RLOCK" run --quiet -w 200ms sigs -- true 2>"$dir/err"; expect_code 1 $? "-q -w"
+    [ ! -s "$dir/err" ] || fail "--quiet printed: $(cat "$dir/err")"
+    touch "$dir/stop"
+    wait $pid; expect_code 0 $? "COMMAND's status"
+}
+
 # rlock run killed outright: the keeper stops the tree (SIGTERM, then
 # SIGKILL within a third of the lease); nothing of it is alive when Redis
 # lets the lease go.
@@ -843,6 +877,21 @@ case_secrets_and_descriptors_stay_out_of_command() {
     printf 'wrong\n' > "$dir/pw"
     "$RLOCK" --redis "unix://$dir/redis.sock" --password-file="$dir/pw" ping 2>/dev/null
     expect_code 77 $? "a wrong password from a file"
+}
+
+# What Redis holds reaches the terminal escaped, and --json is valid UTF-8
+# whatever the bytes.
+case_output_is_escaped_and_json_is_utf8() {
+    start_redis
+    printf 'evil\033[2J\377\r\\' | rcli -x SET esc >/dev/null
+    rcli PEXPIRE esc 60000 >/dev/null
+    "$RLOCK" status --layout token esc > "$dir/out"; expect_code 0 $? "status"
+    ! grep -q "$(printf '\033')" "$dir/out" || fail "an escape byte reached the output"
+    grep -qF 'held by evil\x1b[2J\xff\x0d\\' "$dir/out" || fail "status: $(cat -v "$dir/out")"
+    "$RLOCK" status --json --layout=token esc > "$dir/out"; expect_code 0 $? "status --json"
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8")); assert d["holder"]=="evil\x1b[2J\\xff\r\\", d' "$dir/out" ||
+        fail "--json: $(cat -v "$dir/out")"
+    "$RLOCK" ping | grep -Eq "^PONG from .*: (redis|valkey) [0-9]" || fail "ping: $("$RLOCK" ping)"
 }
 
 # Every key with its value (DUMP leaves the TTL out), in name order.
