@@ -13,8 +13,9 @@ tests=0
 [ "${1:-}" = --tests ] && tests=1
 if [ $tests = 1 ]; then
     # python3-redis, php-cli, php-redis: the other languages' clients the
-    # interop tests share locks with (tests/interop/).
-    pkgs+=(python3-redis php-cli php-redis)
+    # interop tests share locks with (tests/interop/); bash-completion, to
+    # run rlock's completion script in a test.
+    pkgs+=(python3-redis php-cli php-redis bash-completion)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

@@ -894,6 +894,27 @@ case_output_is_escaped_and_json_is_utf8() {
     "$RLOCK" ping | grep -Eq "^PONG from .*: (redis|valkey) [0-9]" || fail "ping: $("$RLOCK" ping)"
 }
 
+# The bash completion script, run by bash-completion as an interactive
+# shell would: subcommands, options, option values, and COMMAND after --.
+case_bash_completion_completes() {
+    local script
+    script=$(dirname "$0")/../../completions/rlock.bash
+    complete_words() { # the words typed so far, the last one being completed
+        bash -c '
+            source /usr/share/bash-completion/bash_completion
+            source "$0"
+            COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+            COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+            _rlock rlock "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+            printf "%s\n" "${COMPREPLY[@]}" | sort -u | tr "\n" " "' "$script" "$@"
+    }
+    [ "$(complete_words rlock st)" = "status " ] || fail "subcommand: '$(complete_words rlock st)'"
+    [ "$(complete_words rlock run --on)" = "--on-lost " ] || fail "run option: '$(complete_words rlock run --on)'"
+    [ "$(complete_words rlock run --layout re)" = "redisson " ] || fail "layout value"
+    [ "$(complete_words rlock --pass)" = "--password-file " ] || fail "global option"
+    [ "$(complete_words rlock run x -- ech)" = "echo " ] || fail "COMMAND: '$(complete_words rlock run x -- ech)'"
+}
+
 # Every key with its value (DUMP leaves the TTL out), in name order.
 keys_snapshot() {
     local k
