@@ -59,10 +59,9 @@ static int read_password_file(const char *path, char *out, size_t len)
 
 int main(int argc, char **argv)
 {
-    static char password[1026];
+    static char password[1026], url_copy[4096];
     struct cli cli;
-    const char *cmd;
-    char *url = NULL;
+    const char *cmd, *url = NULL;
     int i = 1, code;
 
     memset(&cli, 0, sizeof cli);
@@ -92,10 +91,14 @@ int main(int argc, char **argv)
             const char *name = value_opts[k - 1].name;
             if (strcmp(name, "--redis") == 0) {
                 /* Kept as a copy; the argument itself loses its password. */
-                if (!(url = strdup(v))) {
-                    fprintf(stderr, "rlock: out of memory\n");
-                    return EXIT_OSERR;
+                if (strlen(v) >= sizeof url_copy) {
+                    fprintf(stderr, "rlock: --redis: the URL is longer than "
+                                    "%zu bytes\n",
+                            sizeof url_copy - 1);
+                    return EXIT_USAGE;
                 }
+                strcpy(url_copy, v);
+                url = url_copy;
                 scrub_password(argv[at + (argv[at][7] == '=' ? 0 : 1)]);
             } else if (strcmp(name, "--password-file") == 0) {
                 if (read_password_file(v, password, sizeof password) != 0)
@@ -167,6 +170,5 @@ int main(int argc, char **argv)
                 cmd);
         code = EXIT_USAGE;
     }
-    free(url);
     return code;
 }
