@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "contended": W processes (1, 2, 4, 8, 16) loop lock -> work ->
  * unlock on one name for a fixed time, with 0 and 1 ms of work. Reported:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The floor: the least a Redis lock can cost, written with raw hiredis on
  * a connection of its own. Acquire is SET key token NX PX; release is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "interop": how fast a lock passes between rlock and another
  * library's client on one name, from the moment one side starts its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock-bench: measures rlock beside the Redis floor, in the same run, on
  * the same server (docs/performance.md).

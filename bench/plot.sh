@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Draws the contended scenario's wait distributions, one line per worker
 # count, from the files rlock-bench --plot DIR wrote (gnuplot; Debian's
 # gnuplot-nox).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock-bench's machine-readable output: one JSON document,
  *   {"rlock_version": "...", "results": [{"scenario": "...", ...}, ...]}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds a Release tree and runs rlock-bench on its own private
 # redis-server; extra arguments go to rlock-bench (docs/performance.md).
 #   bench/run.sh [--seconds S] [--json] [SCENARIO...]

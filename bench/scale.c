@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "scale": one client holds K locks (1,000, 10,000, 100,000)
  * under the watchdog for a fixed time. Reported: renewal round trips

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the server says about itself: fields of INFO, the number of script
  * calls, and the time Redis spent running commands. These let a scenario

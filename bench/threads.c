@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "threads": T threads of one client, each on a name of its own,
  * against the floor with T connections (T = 1, 2, 4, 8). Aggregate pairs

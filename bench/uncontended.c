@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "uncontended": acquire + release pairs on one name, one
  * client, against the floor's two round trips on a connection of its own.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "waiters": P processes of T threads each wait on N names (few
  * names, many waiters). Each thread loops lock -> unlock on its name; the

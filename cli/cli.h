@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock(1): shared declarations of the tool. The tool uses only the public
  * rlock API, as curl's tool uses only libcurl's.
@@ -6,12 +7,14 @@
 #define RLOCK_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <rlock/rlock.h>
 
 /* Exit codes (documented in the README and rlock(1)). */
 #define EXIT_CONFLICT_DEFAULT 1 /* lock not obtained (flock(1)'s) */
 #define EXIT_USAGE 64           /* EX_USAGE: bad arguments or URL */
+#define EXIT_DATAERR 65         /* EX_DATAERR: the key is not a lock */
 #define EXIT_UNAVAILABLE 69     /* EX_UNAVAILABLE: Redis unreachable */
 #define EXIT_SOFTWARE 70        /* EX_SOFTWARE: internal error */
 #define EXIT_OSERR 71           /* EX_OSERR: fork, pipe, ... failed */
@@ -85,7 +88,15 @@ int parse_layout(const char *s, int *layout);
 /* Maps an rlock error code to the tool's exit code. */
 int exit_code_for(int rc);
 
-/* Prints "rlock: <what>: <strerror>: <detail>" naming the URL. */
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0. */
+size_t utf8_seq(const unsigned char *s);
+
+/* Writes text from Redis or the command line for a terminal: control
+ * bytes and bytes that are not UTF-8 as \xNN, a backslash as \\. */
+void put_safe(FILE *out, const char *str);
+
+/* Prints "rlock: <URL>: <what> (<strerror>): <detail>", what and detail
+ * escaped as put_safe does. */
 void cli_error(struct cli *cli, rlock_client *c, const char *what, int rc);
 
 int cmd_run(struct cli *cli, int argc, char **argv);

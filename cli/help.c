@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * --help texts. They say what rlock(1) says; keep the two together.
  */
@@ -46,7 +47,8 @@ void usage_main(FILE *out)
         "  --help         this text; 'rlock COMMAND --help' for a command\n"
         "\n"
         "DUR is 250ms, 30s, 5m, 1h or plain seconds (2.5). --name=VALUE works too.\n"
-        "exit codes: 0 ok, 1 lock not obtained (-E), 64 usage, 69 Redis unavailable,\n"
+        "exit codes: 0 ok, 1 lock not obtained (-E), 64 usage, 65 not a lock (status,\n"
+        "unlock: the key holds someone's data, left untouched), 69 Redis unavailable,\n"
         "70 internal error, 71 system error, 76 Redis error reply, 77 authentication\n"
         "or permission refused, 79 lock lost while COMMAND ran, 126/127 COMMAND not\n"
         "runnable/found;\n"
@@ -93,16 +95,18 @@ static const struct {
      "usage: rlock [--redis URL] status [--json] "
      "[--layout native|redisson|token] NAME...\n"
      "\n"
-     "For each NAME: free or held, the holder's owner id, its hold count, the\n"
-     "remaining lease, the current fencing token (the last one handed out if\n"
-     "free) and the number of waiters. --json prints one JSON object per\n"
-     "line.\n"},
+     "For each NAME: free or held, the holder's owner id and process (pid and\n"
+     "host), its hold count, the remaining lease, the current fencing token\n"
+     "(the last one handed out if free) and the number of waiters. --json\n"
+     "prints one JSON object per line. A key that is not a lock of the\n"
+     "layout (someone's data) is refused: exit 65.\n"},
     {"unlock",
      "usage: rlock [--redis URL] unlock --force [--layout L] NAME\n"
      "\n"
      "Removes the lock NAME whoever holds it, hands it to the first waiter,\n"
      "and says what it removed. Its holder's next unlock or renewal reports\n"
-     "the loss. Exits 0 if a hold was removed, 1 if the lock was free.\n"
+     "the loss. Exits 0 if a hold was removed, 1 if the lock was free, 65\n"
+     "(nothing removed) if the key is not a lock of the layout.\n"
      "--layout as for run.\n"},
     {"ping",
      "usage: rlock [--redis URL] ping\n"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock status, rlock unlock --force, rlock ping: looking at locks and the
  * server, and the operator's release.
@@ -6,58 +7,6 @@
 #include <string.h>
 
 #include "cli.h"
-
-/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0: no
- * overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s)
-{
-    size_t n, k;
-    unsigned cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        n = 2, cp = s[0] & 0x1fu;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        n = 3, cp = s[0] & 0x0fu;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        n = 4, cp = s[0] & 0x07u;
-    else
-        return 0;
-    for (k = 1; k < n; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[k] & 0x3fu);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
-/* Text that came from Redis (or from the command line) on its way to a
- * terminal: control bytes (escape sequences among them) and bytes that are
- * not UTF-8 are written as \xNN, a backslash as \\; the rest as is. */
-static void put_safe(FILE *out, const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-
-    while (*s) {
-        size_t n = utf8_seq(s);
-        if (*s == '\\') {
-            fputs("\\\\", out);
-            s++;
-        } else if (n == 0 || *s < 0x20 || *s == 0x7f ||
-                   (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
-            /* invalid, C0, DEL, or a C1 control (U+0080..U+009F) */
-            fprintf(out, "\\x%02x", *s);
-            s++;
-        } else {
-            fwrite(s, 1, n, out);
-            s += n;
-        }
-    }
-}
 
 /* A JSON string, always valid UTF-8: controls as \u00NN; a byte that is
  * not part of valid UTF-8 as the six characters \\xNN (the decoded
@@ -86,6 +35,16 @@ static void json_string(FILE *out, const char *str)
     fputc('"', out);
 }
 
+/* " (pid P on host H)" when the holder's process is known. */
+static void print_identity(const rlock_status *st)
+{
+    if (!st->holder_host[0] || st->holder_pid <= 0)
+        return;
+    printf(" (pid %lld on ", (long long)st->holder_pid);
+    put_safe(stdout, st->holder_host);
+    fputs(")", stdout);
+}
+
 static void print_status(const char *name, const rlock_status *st, int json)
 {
     if (json) {
@@ -96,6 +55,15 @@ static void print_status(const char *name, const rlock_status *st, int json)
             json_string(stdout, st->holder);
         else
             printf("null");
+        printf(",\"host\":");
+        if (st->holder_host[0])
+            json_string(stdout, st->holder_host);
+        else
+            printf("null");
+        if (st->holder_pid > 0)
+            printf(",\"pid\":%lld", (long long)st->holder_pid);
+        else
+            printf(",\"pid\":null");
         printf(",\"count\":%lld,\"lease_ms\":%lld,\"token\":%llu,"
                "\"last_token\":%llu,\"waiters\":%lld}\n",
                (long long)st->count, (long long)st->lease_ms,
@@ -107,6 +75,7 @@ static void print_status(const char *name, const rlock_status *st, int json)
     if (st->held) {
         fputs(": held by ", stdout);
         put_safe(stdout, st->holder);
+        print_identity(st);
     }
     if (st->held && st->token == 0) /* a peer's hold, or Redisson's layout */
         printf(", count %lld, lease %.3fs left, no token (last token %llu), "
@@ -242,7 +211,13 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
         put_safe(stdout, name);
         fputs(": removed the hold of ", stdout);
         put_safe(stdout, st.holder);
-        printf(" (count %lld, token %llu); the first waiter, if any, has it "
+        fputs(" (", stdout);
+        if (st.holder_host[0] && st.holder_pid > 0) {
+            printf("pid %lld on ", (long long)st.holder_pid);
+            put_safe(stdout, st.holder_host);
+            fputs("; ", stdout);
+        }
+        printf("count %lld, token %llu); the first waiter, if any, has it "
                "now\n",
                (long long)st.count, (unsigned long long)st.token);
     } else {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A private redis-server for a tool run; see private_server.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A private redis-server for a tool run (the demo, rlock-bench): on a unix
  * socket in a directory of the caller's, without persistence, and never

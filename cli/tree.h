@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The keeper of COMMAND's process tree (rlock run).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The tool's small shared pieces: durations, the Redis URL and its
  * password, error lines and exit codes.
@@ -208,7 +209,60 @@ int exit_code_for(int rc)
     case RLOCK_EREDIS:
     case RLOCK_EPROTO: return EXIT_PROTOCOL;
     case RLOCK_ELOST: return EXIT_LOST;
+    case RLOCK_ENOTLOCK: return EXIT_DATAERR;
     default: return EXIT_SOFTWARE;
+    }
+}
+
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0: no
+ * overlong forms, no surrogates, nothing above U+10FFFF. */
+size_t utf8_seq(const unsigned char *s)
+{
+    size_t n, k;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    for (k = 1; k < n; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+/* Text that came from Redis (or from the command line) on its way to a
+ * terminal: control bytes (escape sequences among them) and bytes that are
+ * not UTF-8 are written as \xNN, a backslash as \\; the rest as is. */
+void put_safe(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+
+    while (*s) {
+        size_t n = utf8_seq(s);
+        if (*s == '\\') {
+            fputs("\\\\", out);
+            s++;
+        } else if (n == 0 || *s < 0x20 || *s == 0x7f ||
+                   (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+            /* invalid, C0, DEL, or a C1 control (U+0080..U+009F) */
+            fprintf(out, "\\x%02x", *s);
+            s++;
+        } else {
+            fwrite(s, 1, n, out);
+            s += n;
+        }
     }
 }
 
@@ -216,8 +270,13 @@ void cli_error(struct cli *cli, rlock_client *c, const char *what, int rc)
 {
     const char *detail = rlock_client_errmsg(c);
 
-    fprintf(stderr, "%s: %s: %s (%s)%s%s\n", cli->prog, cli->url_shown, what,
-            rlock_strerror(rc), *detail ? ": " : "", detail);
+    /* The name and the detail may carry bytes from Redis or from the
+     * command line: escaped as status's output is. */
+    fprintf(stderr, "%s: %s: ", cli->prog, cli->url_shown);
+    put_safe(stderr, what);
+    fprintf(stderr, " (%s)%s", rlock_strerror(rc), *detail ? ": " : "");
+    put_safe(stderr, detail);
+    fputc('\n', stderr);
 }
 
 rlock_client *cli_open(struct cli *cli, int *exit_code)

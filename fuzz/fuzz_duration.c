@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fuzz target: the numbers rlock(1) reads from its arguments and
  * environment: durations (parse_duration: -w, -l, --seconds,

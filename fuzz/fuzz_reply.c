@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fuzz target: what the library makes of Redis's answers.
  *
@@ -112,9 +113,54 @@ static void check_counts(const redisReply *r)
     }
 }
 
+/* The holder and its identity: NUL-terminated; a host only with a pid,
+ * of the characters rlock writes. */
 static void check_holder(const rlock_status *st)
 {
     FUZZ_CHECK(memchr(st->holder, '\0', sizeof st->holder) != NULL);
+    FUZZ_CHECK(memchr(st->holder_host, '\0', sizeof st->holder_host) != NULL);
+    FUZZ_CHECK((st->holder_host[0] != '\0') == (st->holder_pid > 0));
+    FUZZ_CHECK(strspn(st->holder_host, "abcdefghijklmnopqrstuvwxyz"
+                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789._-") ==
+               strlen(st->holder_host));
+    FUZZ_CHECK(st->holder_pid >= 0 && st->holder_pid <= 9999999999LL);
+}
+
+static void check_refusal(const redisReply *r)
+{
+    char why[16];
+    size_t i;
+
+    memset(why, 0x5a, sizeof why);
+    if (!rlock__parse_refusal(r, why, 8)) {
+        FUZZ_CHECK(why[0] == 0x5a);
+        return;
+    }
+    FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    FUZZ_CHECK(memchr(why, '\0', 8) != NULL);
+    for (i = 0; why[i]; i++)
+        FUZZ_CHECK(why[i] >= ' ' && why[i] < 0x7f);
+    for (i = 8; i < sizeof why; i++)
+        FUZZ_CHECK(why[i] == 0x5a);
+    FUZZ_CHECK(rlock__parse_refusal(r, why, 0) == 0); /* writes nothing */
+}
+
+/* An owner string's identity from any string the reply holds. */
+static void check_identity(const redisReply *r)
+{
+    rlock_status st;
+    char buf[256];
+    size_t n;
+
+    if (r->type != REDIS_REPLY_STRING)
+        return;
+    n = (size_t)r->len < sizeof buf - 1 ? (size_t)r->len : sizeof buf - 1;
+    memcpy(buf, r->str, n);
+    buf[n] = '\0';
+    memset(&st, 0, sizeof st);
+    rlock__parse_identity(&st, buf);
+    check_holder(&st);
 }
 
 static void check_status(const redisReply *r)
@@ -265,6 +311,8 @@ static void check_reply(const redisReply *r)
     check_counts(r);
     check_status(r);
     check_force(r);
+    check_refusal(r);
+    check_identity(r);
     check_info(r);
     check_pubsub(r);
     check_error(r);

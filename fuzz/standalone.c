@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A main() for a fuzz target built without libFuzzer (gcc, or clang without
  * RLOCK_FUZZ): runs LLVMFuzzerTestOneInput once on each file named on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Operators' calls: a lock's state, an administrative release, a ping, and
  * cancelling waits. They are what rlock(1)'s status, unlock --force and
@@ -10,6 +11,30 @@
 
 #include "internal.h"
 #include "reply.h"
+
+static const char *layout_name(const rlock_mutex *m)
+{
+    switch (m->opts.layout) {
+    case RLOCK_LAYOUT_TOKEN: return "token";
+    case RLOCK_LAYOUT_REDISSON: return "Redisson";
+    default: return "native";
+    }
+}
+
+int rlock__not_a_lock(rlock_mutex *m, const redisReply *r, const char *where)
+{
+    char why[128];
+
+    if (!rlock__parse_refusal(r, why, sizeof why))
+        return RLOCK_OK;
+    /* The name is the caller's own bytes; printed as given, up to a NUL
+     * (rlock(1) escapes what it prints). */
+    return rlock__fail(m->c, RLOCK_ENOTLOCK,
+                       "'%.*s' is not a lock of the %s layout%s: %s; left "
+                       "untouched",
+                       (int)m->name_len, m->name, layout_name(m),
+                       where ? where : "", why);
+}
 
 int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
 {
@@ -28,8 +53,11 @@ int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
                      (const char **)m->keys, m->key_lens, 0, NULL, NULL);
     if (rc != RLOCK_OK)
         return rc;
-    rc = rlock__parse_status(r, st);
+    if ((rc = rlock__not_a_lock(m, r, NULL)) == RLOCK_OK)
+        rc = rlock__parse_status(r, st) == RLOCK_OK ? RLOCK_OK : RLOCK_EPROTO;
     freeReplyObject(r);
+    if (rc == RLOCK_ENOTLOCK)
+        return rc;
     if (rc != RLOCK_OK)
         return rlock__fail(m->c, RLOCK_EPROTO,
                            "unexpected reply to the status script");
@@ -59,8 +87,11 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
                      (const char **)m->keys, m->key_lens, 1, args, lens);
     if (rc != RLOCK_OK)
         return rc;
-    rc = rlock__parse_force(r, removed);
+    if ((rc = rlock__not_a_lock(m, r, NULL)) == RLOCK_OK)
+        rc = rlock__parse_force(r, removed);
     freeReplyObject(r);
+    if (rc == RLOCK_ENOTLOCK)
+        return rc;
     if (rc != RLOCK_OK)
         return rlock__fail(m->c, RLOCK_EPROTO,
                            "unexpected reply to the force script");

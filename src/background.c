@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client's background thread: one per client, started the first time
  * the client holds a lock or waits for one. It owns the subscriber

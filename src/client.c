@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client handle: options, opening (connect at once), closing, and what
  * happens to a client inherited through fork().
@@ -183,6 +184,7 @@ static int init_common(rlock_client *c, const rlock_client_opts *opts)
     if (rlock__new_id(c->id) != 0)
         return rlock__fail(NULL, RLOCK_ENOMEM,
                            "no randomness from getrandom(2)");
+    rlock__new_who(c->who);
     return RLOCK_OK;
 }
 
@@ -493,4 +495,5 @@ void rlock__client_after_fork_check(rlock_client *c)
     c->cleanups = NULL;
     if (rlock__new_id(c->id) != 0)
         c->id[0] = 'x'; /* never the parent's id, even without randomness */
+    rlock__new_who(c->who);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Redis Cluster (redis-cluster://host:port[,host:port...]): every key and
  * channel of one lock shares the hash tag {prefix:name}, so each lock lives

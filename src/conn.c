@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Connections to Redis for the library: opening them (the transport, then
  * AUTH, SELECT and the scripts, all under one deadline), a small pool

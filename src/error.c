@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Error codes and their detail messages.
  *
@@ -40,6 +41,7 @@ const char *rlock_strerror(int err)
     case RLOCK_EQUORUM: return "no majority of the Redlock nodes";
     case RLOCK_ENOREPLY: return "Redis did not answer in time";
     case RLOCK_EPERM: return "Redis refused the command to this user";
+    case RLOCK_ENOTLOCK: return "the key is not a lock of this layout";
     default: return "unknown error code";
     }
 }

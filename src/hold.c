@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The hold table: what a client knows about the locks its owners hold.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Private declarations shared by the library's source files. Nothing here
  * is part of the API; names start with rlock__.
@@ -99,11 +100,18 @@ void rlock__url_describe(const rlock__url *u, char *buf, size_t len);
 /* The same bits as a UUID (8-4-4-4-12 hex digits), as Redisson names its
  * clients. */
 #define RLOCK__UUID_LEN 36
-/* Owner string: "<client id>:<thread number>", the id as a UUID in the
- * Redisson layout. */
-#define RLOCK__OWNER_MAX (RLOCK__UUID_LEN + 1 + 20 + 1)
+/* The holder's identity for operators: "@<host>/<pid>", the host name cut
+ * to RLOCK__HOST_MAX bytes of [A-Za-z0-9._-] (others become '_'). */
+#define RLOCK__HOST_MAX 48
+#define RLOCK__WHO_MAX (1 + RLOCK__HOST_MAX + 1 + 20 + 1)
+/* Owner string: "<client id><who>:<thread number>"; in the Redisson layout
+ * "<client id as a UUID>:<thread number>", the identity being kept in a
+ * field of its own there. */
+#define RLOCK__OWNER_MAX (RLOCK__UUID_LEN + RLOCK__WHO_MAX + 1 + 20 + 1)
 
 int rlock__new_id(char out[RLOCK__ID_LEN + 1]);
+/* Writes "@<host>/<pid>" of the calling process into out. */
+void rlock__new_who(char out[RLOCK__WHO_MAX]);
 /* A number for the calling thread, unique in the process, never 0. */
 uint64_t rlock__thread_number(void);
 /* Increases in every child created by fork(). */
@@ -540,6 +548,7 @@ struct rlock_client {
     char *tls_sni;       /* name to send and verify instead of the host */
 
     char id[RLOCK__ID_LEN + 1];
+    char who[RLOCK__WHO_MAX]; /* "@<host>/<pid>", renewed in a forked child */
     unsigned fork_gen;
 
     /* Script digests, filled by rlock__scripts_load. */
@@ -691,5 +700,11 @@ void rlock__defer_cancel(rlock_mutex *m, uint64_t attempt);
 /* Background thread: sends due cleanups (mu held, released meanwhile). */
 void rlock__cleanup_step(rlock_client *c, int64_t *next);
 void rlock__cleanup_discard(rlock_client *c);
+
+
+/* The operators' scripts' refusal (admin.c): if r is one, records
+ * RLOCK_ENOTLOCK with what the key is (where, if not NULL, says on which
+ * node, e.g. " on node h:p") and returns it; RLOCK_OK otherwise. */
+int rlock__not_a_lock(rlock_mutex *m, const redisReply *r, const char *where);
 
 #endif

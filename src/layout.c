@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The peers' layouts: locks kept the way other libraries keep them, so
  * that rlock and those libraries exclude each other.
@@ -72,8 +73,8 @@ int rlock__lay_acquire(rlock_mutex *m, int64_t *hint_ms, int64_t had_count,
     int64_t lease =
         m->opts.lease_ms > 0 ? m->opts.lease_ms : c->opts.watchdog_lease_ms;
     char owner[RLOCK__OWNER_MAX], lease_s[24], count_s[24], token_s[24];
-    const char *args[4] = {owner, lease_s, count_s, token_s};
-    size_t lens[4];
+    const char *args[5] = {owner, lease_s, count_s, token_s, c->who + 1};
+    size_t lens[5];
     redisReply *r = NULL;
     rlock__acquired a;
     rlock__hold *h;
@@ -84,9 +85,10 @@ int rlock__lay_acquire(rlock_mutex *m, int64_t *hint_ms, int64_t had_count,
     lens[1] = (size_t)snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
     lens[2] = (size_t)snprintf(count_s, sizeof count_s, "%" PRId64, had_count);
     lens[3] = (size_t)snprintf(token_s, sizeof token_s, "%" PRIu64, had_token);
+    lens[4] = strlen(args[4]); /* "host/pid" for the Redisson layout */
     /* The lease is counted from before the request left (see mutex.c). */
     t0 = rlock__now_ns();
-    rc = eval(m, RLOCK__S_TK_ACQUIRE, &r, 2, 4, args, lens);
+    rc = eval(m, RLOCK__S_TK_ACQUIRE, &r, 2, 5, args, lens);
     if (rc != RLOCK_OK) {
         /* A lost reply may hide a success: undo it. A re-entry needs no
          * undo: its count is set, not added, so the owner's next request
@@ -161,17 +163,20 @@ int rlock__tk_release(rlock_mutex *m, uint64_t thread, uint64_t token)
     return RLOCK_OK;
 }
 
+/* The token layout's value v (NULL: no key) into st. The script has
+ * refused every value that cannot be a lock (empty, NUL, spaces, ...). */
 static void fill(rlock_status *st, const char *v, int64_t pttl)
 {
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    if (!v || !*v)
+    if (!v)
         return;
     st->held = 1;
     st->count = 1;
     st->lease_ms = pttl;
     st->token = rlock__token_value(v);
     snprintf(st->holder, sizeof st->holder, "%s", v);
+    rlock__parse_identity(st, v);
 }
 
 int rlock__lay_status(rlock_mutex *m, rlock_status *st)
@@ -181,6 +186,10 @@ int rlock__lay_status(rlock_mutex *m, rlock_status *st)
 
     if (rc != RLOCK_OK)
         return rc;
+    if ((rc = rlock__not_a_lock(m, r, NULL)) != RLOCK_OK) {
+        freeReplyObject(r);
+        return rc;
+    }
     if (redisson(m)) {
         /* The snapshot has the shape of rlock's own status script's. */
         rc = rlock__parse_status(r, st);
@@ -190,7 +199,8 @@ int rlock__lay_status(rlock_mutex *m, rlock_status *st)
                r->element[2]->type != REDIS_REPLY_STRING) {
         rc = RLOCK_EPROTO;
     } else {
-        fill(st, r->element[0]->str, r->element[1]->integer);
+        fill(st, r->element[0]->len ? r->element[0]->str : NULL,
+             r->element[1]->integer);
         st->last_token = strtoull(r->element[2]->str, NULL, 10);
     }
     freeReplyObject(r);
@@ -206,10 +216,14 @@ int rlock__lay_force(rlock_mutex *m, rlock_status *removed)
     const char *args[1] = {m->channel};
     size_t lens[1] = {m->channel_len};
     redisReply *r = NULL;
-    int rc = eval(m, RLOCK__S_TK_FORCE, &r, 1, 1, args, lens);
+    int rc = eval(m, RLOCK__S_TK_FORCE, &r, 2, 1, args, lens);
 
     if (rc != RLOCK_OK)
         return rc;
+    if ((rc = rlock__not_a_lock(m, r, NULL)) != RLOCK_OK) {
+        freeReplyObject(r);
+        return rc;
+    }
     if (redisson(m))
         rc = rlock__parse_force(r, removed);
     else

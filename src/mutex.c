@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The mutex operations: create, acquire once, release, extend, token, and
  * the callback form. Waiting lives in wait.c, lease renewal in watchdog.c.

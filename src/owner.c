@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Owner identity.
  *
@@ -10,6 +11,7 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -118,10 +120,34 @@ int rlock__new_id(char out[RLOCK__ID_LEN + 1])
     return 0;
 }
 
+/*
+ * The identity an operator needs to find a holder: its host and process.
+ * It travels inside the owner string (after the random id, before the
+ * thread), so it is kept with every hold at no cost: no extra field, no
+ * extra command. Nothing compares it apart from the whole owner string,
+ * and the wake-up channel is named by the random id alone (scripts.c).
+ */
+void rlock__new_who(char out[RLOCK__WHO_MAX])
+{
+    char host[256] = "";
+    size_t i;
+
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+        snprintf(host, sizeof host, "unknown");
+    host[RLOCK__HOST_MAX] = '\0';
+    for (i = 0; host[i]; i++) {
+        char ch = host[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_'))
+            host[i] = '_';
+    }
+    snprintf(out, RLOCK__WHO_MAX, "@%.48s/%ld", host, (long)getpid());
+}
+
 size_t rlock__owner(const rlock_client *c, uint64_t thread,
                     char buf[RLOCK__OWNER_MAX])
 {
-    int n = snprintf(buf, RLOCK__OWNER_MAX, "%s:%llu", c->id,
+    int n = snprintf(buf, RLOCK__OWNER_MAX, "%s%s:%llu", c->id, c->who,
                      (unsigned long long)thread);
     return (size_t)n;
 }

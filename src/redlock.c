@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Redlock: one lock over N independent Redis masters
  * (redlock://host1:port1,host2:port2,...[?drift=F&node_timeout_ms=N]).
@@ -30,7 +31,11 @@
  * counted by the client alone (the nodes see one hold).
  */
 #include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -499,6 +504,86 @@ static int connect_round(rlock_client *c, int *down, char *why, size_t wlen)
     return rc;
 }
 
+/* One node's addresses, resolved once for the duplicate check. */
+typedef struct node_addrs {
+    rlock__url u;
+    struct addrinfo *ai; /* NULL if the name did not resolve */
+} node_addrs;
+
+static int same_addr(const struct addrinfo *a, const struct addrinfo *b)
+{
+    for (; a; a = a->ai_next) {
+        const struct addrinfo *p;
+        for (p = b; p; p = p->ai_next) {
+            if (a->ai_family != p->ai_family)
+                continue;
+            if (a->ai_family == AF_INET) {
+                const struct sockaddr_in *x = (const void *)a->ai_addr,
+                                         *y = (const void *)p->ai_addr;
+                if (x->sin_port == y->sin_port &&
+                    x->sin_addr.s_addr == y->sin_addr.s_addr)
+                    return 1;
+            } else if (a->ai_family == AF_INET6) {
+                const struct sockaddr_in6 *x = (const void *)a->ai_addr,
+                                          *y = (const void *)p->ai_addr;
+                if (x->sin6_port == y->sin6_port &&
+                    memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) ==
+                        0)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/*
+ * The same server given twice would be two votes of one server, and a
+ * majority of the list would not be a majority of servers. Two entries are
+ * the same node if they name the same host and port, or if any address one
+ * resolves to is an address of the other (a name and its address, two
+ * names of one host). A name that does not resolve is compared by its text
+ * only; connecting to it reports the rest.
+ */
+static int refuse_duplicates(rlock_client *c)
+{
+    node_addrs *na = calloc((size_t)c->nnodes, sizeof *na);
+    int i, k, rc = RLOCK_OK;
+
+    if (!na)
+        return rlock__fail(NULL, RLOCK_ENOMEM, "out of memory");
+    for (i = 0; i < c->nnodes && rc == RLOCK_OK; i++) {
+        struct addrinfo hints;
+        char port[12];
+        if ((rc = rlock__url_parse(c->nodes[i].url, &na[i].u)) != RLOCK_OK)
+            break;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        snprintf(port, sizeof port, "%d", na[i].u.port);
+        if (getaddrinfo(na[i].u.host, port, &hints, &na[i].ai) != 0)
+            na[i].ai = NULL;
+        for (k = 0; k < i && rc == RLOCK_OK; k++)
+            if ((na[k].u.port == na[i].u.port &&
+                 na[k].u.host && na[i].u.host &&
+                 strcasecmp(na[k].u.host, na[i].u.host) == 0) ||
+                (na[k].ai && na[i].ai && same_addr(na[k].ai, na[i].ai)))
+                rc = rlock__fail(NULL, RLOCK_EINVAL,
+                                 "redlock URL: nodes %d (%s) and %d (%s) are "
+                                 "the same server; each must count once "
+                                 "toward the majority",
+                                 k + 1, c->nodes[k].where, i + 1,
+                                 c->nodes[i].where);
+    }
+    for (i = 0; i < c->nnodes; i++) {
+        if (na[i].ai)
+            freeaddrinfo(na[i].ai);
+        rlock__url_free(&na[i].u);
+    }
+    free(na);
+    return rc;
+}
+
 int rlock__rl_open(rlock_client *c, const char *spec,
                    const rlock_client_opts *opts)
 {
@@ -561,6 +646,8 @@ int rlock__rl_open(rlock_client *c, const char *spec,
         if (!comma)
             break;
     }
+    if ((rc = refuse_duplicates(c)) != RLOCK_OK)
+        return rc;
     init_nodes_sync(c);
     c->nodes_ready = 1;
     c->quorum = n / 2 + 1;

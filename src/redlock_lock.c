@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lock operations over Redlock's nodes (redlock.c runs the requests):
  * acquire with a majority inside the validity, fencing tokens chosen over
@@ -253,6 +254,27 @@ int rlock__rl_renew(rlock_client *c, int n, const char **keys,
     return RLOCK_OK;
 }
 
+/* A node whose keys are not a lock (someone's data there) refuses the
+ * operators' scripts: the call reports the first such node, and frees the
+ * results. RLOCK_OK if none refused (results kept). */
+static int refused(rlock_mutex *m, rlock__node_result *res)
+{
+    char where[80];
+    int i, rc;
+
+    for (i = 0; i < m->c->nnodes; i++) {
+        if (res[i].rc != RLOCK_OK)
+            continue;
+        snprintf(where, sizeof where, " on node %s",
+                 rlock__rl_node_name(m->c, i));
+        if ((rc = rlock__not_a_lock(m, res[i].reply, where)) != RLOCK_OK) {
+            rlock__rl_results_free(m->c, res);
+            return rc;
+        }
+    }
+    return RLOCK_OK;
+}
+
 int rlock__rl_status(rlock_mutex *m, rlock_status *st)
 {
     rlock_client *c = m->c;
@@ -264,6 +286,8 @@ int rlock__rl_status(rlock_mutex *m, rlock_status *st)
                    m->key_lens, 0, NULL, NULL, NULL, res);
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
+    if ((i = refused(m, res)) != RLOCK_OK)
+        return i;
     for (i = 0; i < c->nnodes; i++) {
         if (res[i].rc != RLOCK_OK ||
             rlock__parse_status(res[i].reply, &s[i]) != RLOCK_OK)
@@ -318,6 +342,8 @@ int rlock__rl_force(rlock_mutex *m, rlock_status *removed)
                               lens, NULL, res);
     memset(removed, 0, sizeof *removed);
     removed->lease_ms = -1;
+    if ((i = refused(m, res)) != RLOCK_OK)
+        return i;
     for (i = 0; i < c->nnodes; i++) {
         rlock_status r;
         if (res[i].rc == RLOCK_OK &&

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the library makes of Redis's answers: the scripts' replies
  * (scripts.c says what each script returns) and the pushes on the
@@ -141,9 +142,54 @@ static void copy_holder(rlock_status *st, const redisReply *r)
     st->holder[n] = '\0';
 }
 
+/* "<host>/<pid>" at [s, s + len) into st: the host as rlock writes it
+ * ([A-Za-z0-9._-], at most RLOCK__HOST_MAX bytes), the pid 1 to 10 digits.
+ * Anything else leaves st as it is. */
+static void who_into(rlock_status *st, const char *s, size_t len)
+{
+    size_t slash = len, i;
+    int64_t pid = 0;
+
+    while (slash > 0 && s[slash - 1] != '/')
+        slash--;
+    if (slash < 2 || slash - 1 >= sizeof st->holder_host ||
+        len - slash < 1 || len - slash > 10)
+        return;
+    for (i = slash; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return;
+        pid = pid * 10 + (s[i] - '0');
+    }
+    if (pid == 0)
+        return;
+    for (i = 0; i + 1 < slash; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-' ||
+              s[i] == '_'))
+            return;
+    memcpy(st->holder_host, s, slash - 1);
+    st->holder_host[slash - 1] = '\0';
+    st->holder_pid = pid;
+}
+
+void rlock__parse_identity(rlock_status *st, const char *owner)
+{
+    const char *colon;
+    size_t i;
+
+    for (i = 0; i < 32; i++)
+        if (!((owner[i] >= '0' && owner[i] <= '9') ||
+              (owner[i] >= 'a' && owner[i] <= 'f')))
+            return;
+    if (owner[32] != '@' || !(colon = strchr(owner + 33, ':')))
+        return;
+    who_into(st, owner + 33, (size_t)(colon - (owner + 33)));
+}
+
 int rlock__parse_status(const redisReply *r, rlock_status *st)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6)
+    if (r->type != REDIS_REPLY_ARRAY ||
+        (r->elements != 6 && r->elements != 7))
         return RLOCK_EPROTO;
     memset(st, 0, sizeof *st);
     copy_holder(st, r->element[0]);
@@ -153,6 +199,11 @@ int rlock__parse_status(const redisReply *r, rlock_status *st)
     st->lease_ms = st->held ? str_int(r->element[3]) : -1;
     st->last_token = (uint64_t)str_int(r->element[4]);
     st->waiters = str_int(r->element[5]);
+    if (st->held && r->elements == 7 &&
+        r->element[6]->type == REDIS_REPLY_STRING)
+        who_into(st, r->element[6]->str, (size_t)r->element[6]->len);
+    else if (st->held)
+        rlock__parse_identity(st, st->holder);
     return RLOCK_OK;
 }
 
@@ -160,16 +211,40 @@ int rlock__parse_force(const redisReply *r, rlock_status *removed)
 {
     memset(removed, 0, sizeof *removed);
     removed->lease_ms = -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+    if (r->type == REDIS_REPLY_ARRAY &&
+        (r->elements == 3 || r->elements == 4)) {
         copy_holder(removed, r->element[0]);
         removed->held = 1;
         removed->count = str_int(r->element[1]);
         removed->token = (uint64_t)str_int(r->element[2]);
         removed->last_token = removed->token;
+        if (r->elements == 4 && r->element[3]->type == REDIS_REPLY_STRING)
+            who_into(removed, r->element[3]->str, (size_t)r->element[3]->len);
+        else
+            rlock__parse_identity(removed, removed->holder);
     } else if (r->type != REDIS_REPLY_NIL) {
         return RLOCK_EPROTO;
     }
     return RLOCK_OK;
+}
+
+int rlock__parse_refusal(const redisReply *r, char *why, size_t len)
+{
+    const redisReply *e;
+    size_t n = 0;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        !is_int(r->element[0]) || r->element[0]->integer != 0 ||
+        r->element[1]->type != REDIS_REPLY_STRING || len == 0)
+        return 0;
+    e = r->element[1];
+    while (n < len - 1 && n < (size_t)e->len && e->str[n] >= ' ' &&
+           e->str[n] < 0x7f) {
+        why[n] = e->str[n];
+        n++;
+    }
+    why[n] = '\0';
+    return 1;
 }
 
 void rlock__parse_info_field(const redisReply *r, const char *field,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Private: what the library makes of Redis's answers (reply.c).
  *
@@ -46,12 +47,25 @@ int rlock__parse_extend(const redisReply *r, int *extended);
 int rlock__parse_renew(const redisReply *r, size_t n);
 int rlock__renewed(const redisReply *r, size_t i);
 
-/* The status script's snapshot into *st (untouched on RLOCK_EPROTO). */
+/* The status script's snapshot into *st (untouched on RLOCK_EPROTO),
+ * the holder's host and pid among it when its owner string or the
+ * Redisson layout's seventh element names them. */
 int rlock__parse_status(const redisReply *r, rlock_status *st);
 
 /* The force script's answer: what was removed, or nothing (nil). *removed
  * is reset first, whatever the reply. */
 int rlock__parse_force(const redisReply *r, rlock_status *removed);
+
+/* The operators' scripts' refusal {0, "what the key is"}: 1, with that
+ * text (printable ASCII, cut to len - 1 bytes) in why; 0 for any other
+ * reply. */
+int rlock__parse_refusal(const redisReply *r, char *why, size_t len);
+
+/* The holder's host and pid from an owner string "<32 hex
+ * digits>@<host>/<pid>:..." (rlock's own holds, and the token layout's
+ * values rlock wrote) into st->holder_host and st->holder_pid; left ""
+ * and 0 for anything else. */
+void rlock__parse_identity(rlock_status *st, const char *owner);
 
 /* The value of one INFO field ("redis_version", without the colon) into
  * out (len bytes, always NUL-terminated when len > 0; printable ASCII up
@@ -89,7 +103,7 @@ typedef struct rlock__pubsub {
 int rlock__parse_pubsub(const redisReply *r, rlock__pubsub *out);
 
 /* The fencing token at the end of a token-layout value
- * "<client id>:<thread>:<token>" (rlock's own), or 0 for anything else (a
+ * "<client id>@<host>/<pid>:<thread>:<token>" (rlock's own), or 0 for anything else (a
  * peer's value). */
 uint64_t rlock__token_value(const char *v);
 

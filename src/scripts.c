@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Lua scripts: every change rlock makes to Redis is one of these, so
  * each step (acquire, release, extend, renew, give up waiting, force
@@ -59,9 +60,10 @@
     "  end\n"                                                                  \
     "end\n"                                                                    \
     /* Publishes on the channel of the waiter's own client: the wake      */ \
-    /* channel, ':', and the client id part of the owner id.               */ \
+    /* channel, ':', and the client's random id, the part of the owner id  */ \
+    /* before its identity ("@host/pid") and thread.                       */ \
     "local function notify(channel, who, msg)\n"                               \
-    "  local client = string.match(who, '^[^:]*')\n"                           \
+    "  local client = string.match(who, '^[^:@]*')\n"                          \
     "  redis.call('PUBLISH', channel .. ':' .. client, msg)\n"                 \
     "end\n"                                                                    \
     /* The lock is free: hand it to the first live waiter. The grant's    */ \
@@ -225,11 +227,48 @@ static const char cancel_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 0 then grant_head(ARGV[2]) end\n"
     "return 1\n";
 
+/*
+ * The operators' scripts (status, force) act only on keys shaped as this
+ * layout keeps a lock; anything else is someone's data, left untouched:
+ * they return {0, what it is} instead (reply.c). Each key is absent or of
+ * its type, and the lock key is a hash of at most rlock's four fields,
+ * among them the owner, with an expiry (every hold has a lease).
+ */
+#define NATIVE_SHAPE                                                           \
+    "local function not_a_lock()\n"                                            \
+    "  local want = {'hash', 'string', 'list', 'zset', 'hash'}\n"              \
+    "  local role = {'lock key', 'fencing counter', 'queue key',\n"            \
+    "                'queue deadline key', 'queue grant key'}\n"               \
+    "  for i = 1, 5 do\n"                                                      \
+    "    local t = redis.call('TYPE', KEYS[i]).ok\n"                           \
+    "    if t ~= 'none' and t ~= want[i] then\n"                               \
+    "      return 'its ' .. role[i] .. ' is a ' .. t\n"                        \
+    "    end\n"                                                                \
+    "  end\n"                                                                  \
+    "  if redis.call('EXISTS', KEYS[1]) == 0 then return nil end\n"            \
+    "  local n = redis.call('HLEN', KEYS[1])\n"                                \
+    "  local known = {owner = 1, count = 1, token = 1, attempt = 1}\n"         \
+    "  if n <= 4 then\n"                                                       \
+    "    for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do\n"                \
+    "      if not known[f] then n = 5 end\n"                                   \
+    "    end\n"                                                                \
+    "  end\n"                                                                  \
+    "  if n > 4 or redis.call('HEXISTS', KEYS[1], 'owner') == 0 then\n"        \
+    "    return 'its lock key is a hash with fields no rlock lock has'\n"      \
+    "  end\n"                                                                  \
+    "  if redis.call('PTTL', KEYS[1]) < 0 then\n"                              \
+    "    return 'its lock key has no expiry'\n"                                \
+    "  end\n"                                                                  \
+    "  return nil\n"                                                           \
+    "end\n"                                                                    \
+    "local odd = not_a_lock()\n"                                               \
+    "if odd then return {0, odd} end\n"
+
 /* ARGV: channel. Administrative release: removes the lock whoever holds
  * it and hands it to the first live waiter. Returns {owner, count, token}
  * of what was removed, or nil if the lock was free. */
 static const char force_lua[] =
-    PRELUDE
+    PRELUDE NATIVE_SHAPE
     "local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')\n"
     "if not h[1] then return false end\n"
     "redis.call('DEL', KEYS[1])\n"
@@ -239,6 +278,7 @@ static const char force_lua[] =
 /* Read-only snapshot: {owner or '', count, token, pttl, last fencing
  * token, live waiters}. */
 static const char status_lua[] =
+    NATIVE_SHAPE
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')\n"
@@ -312,21 +352,54 @@ static const char tk_cancel_lua[] =
     "end\n"
     "return 1\n";
 
+/*
+ * What the token layout's operators' scripts accept as a lock: a string
+ * of 8 to 256 bytes of printable ASCII with no space, the shape of every
+ * peer's random token (hex, base64, UUIDs) and of rlock's own values. An
+ * expiry is not required: redis-py's Lock without a timeout sets none. An
+ * empty value, one starting with a NUL byte, text with spaces, a number or
+ * a blob are someone's data: {0, what it is} (see NATIVE_SHAPE).
+ */
+#define TOKEN_SHAPE                                                            \
+    "local function not_a_lock()\n"                                            \
+    "  local t = redis.call('TYPE', KEYS[1]).ok\n"                             \
+    "  if t ~= 'none' and t ~= 'string' then return 'the key is a ' .. t end\n"\
+    "  t = redis.call('TYPE', KEYS[2]).ok\n"                                   \
+    "  if t ~= 'none' and t ~= 'string' then\n"                                \
+    "    return 'its fencing counter is a ' .. t\n"                            \
+    "  end\n"                                                                  \
+    "  local v = redis.call('GET', KEYS[1])\n"                                 \
+    "  if not v then return nil end\n"                                         \
+    "  if #v == 0 then return 'the key holds an empty string' end\n"          \
+    "  if string.byte(v, 1) == 0 then\n"                                       \
+    "    return 'the key holds a value starting with a NUL byte'\n"            \
+    "  end\n"                                                                  \
+    "  if #v < 8 or #v > 256 or string.find(v, '[^!-~]') then\n"               \
+    "    return 'the key holds a value no lock token has'\n"                   \
+    "  end\n"                                                                  \
+    "  return nil\n"                                                           \
+    "end\n"                                                                    \
+    "local odd = not_a_lock()\n"                                               \
+    "if odd then return {0, odd} end\n"
+
 /* {value or '', pttl, last fencing token}. */
 static const char tk_status_lua[] =
+    TOKEN_SHAPE
     "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),"
     " redis.call('GET', KEYS[2]) or '0'}\n";
 
 /* Deletes the lock whoever holds it; returns the value it had, or nil. */
 static const char tk_force_lua[] =
+    TOKEN_SHAPE
     "local v = redis.call('GET', KEYS[1])\n"
     "if v then redis.call('DEL', KEYS[1]) end\n"
     "return v\n";
 
 /*
  * The Redisson layout (RLOCK_LAYOUT_REDISSON), shared with Redisson's
- * RLock: KEYS[1] is the lock, a hash (the name itself) whose one field,
- * the owner "<client UUID>:<thread>", holds the hold count; KEYS[2] is
+ * RLock: KEYS[1] is the lock, a hash (the name itself) whose owner field,
+ * "<client UUID>:<thread>", holds the hold count (rlock adds its holder's
+ * identity in a second field, see the acquire script); KEYS[2] is
  * RFencedLock's token counter. The final release deletes the hash and
  * publishes "0" on the channel Redisson's waiters listen on. The owner is
  * the whole proof of ownership, as in Redisson: Redis keeps no token with
@@ -340,7 +413,9 @@ static const char tk_force_lua[] =
  * channel has the lock's hash tag, so both stay in the script's slot.
  *
  * Acquire. ARGV: owner, lease_ms, the count held (0: a fresh acquisition),
- * the token held. A fresh acquisition that finds its own field there
+ * the token held, the holder's "host/pid" (kept in the field
+ * "rlock-holder" for operators; Redisson's scripts never look at fields
+ * other than their own, and the final release deletes it with the hash). A fresh acquisition that finds its own field there
  * takes it afresh: an attempt of this owner whose reply was lost made it.
  * Returns as the acquire script.
  */
@@ -362,7 +437,7 @@ static const char rs_acquire_lua[] =
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     "local token = next_token()\n"
-    "redis.call('HSET', KEYS[1], owner, 1)\n"
+    "redis.call('HSET', KEYS[1], owner, 1, 'rlock-holder', ARGV[5])\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "return {1, token, 1}\n";
 
@@ -395,20 +470,58 @@ static const char rs_cancel_lua[] =
     "  " RS_PUBLISH("ARGV[2]") "end\n"
     "return 1\n";
 
-/* As the status script's snapshot: {field or '', count, '0', pttl, last
- * fencing token, 0}; no token is kept with the hold, and nobody queues. */
+/*
+ * What the Redisson layout's operators' scripts accept as a lock: a hash
+ * with an expiry (Redisson always sets one, its watchdog renews it) whose
+ * one owner field "<id>:<thread>" holds a count of at least 1, beside at
+ * most rlock's "rlock-holder" field. Redisson's other objects (a
+ * read-write lock's "mode", a semaphore's string) are refused, as anything
+ * else is (see NATIVE_SHAPE). Sets owner, count and who (the holder's
+ * "host/pid" if rlock took it, else '').
+ */
+#define REDISSON_SHAPE                                                         \
+    "local owner, count, who = nil, nil, ''\n"                                 \
+    "local function not_a_lock()\n"                                            \
+    "  local t = redis.call('TYPE', KEYS[1]).ok\n"                             \
+    "  if t ~= 'none' and t ~= 'hash' then return 'the key is a ' .. t end\n"  \
+    "  t = redis.call('TYPE', KEYS[2]).ok\n"                                   \
+    "  if t ~= 'none' and t ~= 'string' then\n"                                \
+    "    return 'its fencing counter is a ' .. t\n"                            \
+    "  end\n"                                                                  \
+    "  if redis.call('EXISTS', KEYS[1]) == 0 then return nil end\n"            \
+    "  local odd = 'the key is a hash with fields no Redisson lock has'\n"     \
+    "  if redis.call('HLEN', KEYS[1]) > 2 then return odd end\n"               \
+    "  local h = redis.call('HGETALL', KEYS[1])\n"                             \
+    "  for i = 1, #h, 2 do\n"                                                  \
+    "    if h[i] == 'rlock-holder' then who = h[i + 1]\n"                      \
+    "    elseif owner or not string.find(h[i], ':%d+$') or\n"                  \
+    "           not string.find(h[i + 1], '^[1-9]%d*$') then return odd\n"      \
+    "    else owner, count = h[i], h[i + 1] end\n"                             \
+    "  end\n"                                                                  \
+    "  if not owner then return odd end\n"                                     \
+    "  if redis.call('PTTL', KEYS[1]) < 0 then return 'the key has no expiry'"  \
+    " end\n"                                                                   \
+    "  return nil\n"                                                           \
+    "end\n"                                                                    \
+    "local odd = not_a_lock()\n"                                               \
+    "if odd then return {0, odd} end\n"
+
+/* As the status script's snapshot, with the holder's identity: {field or
+ * '', count, '0', pttl, last fencing token, 0, who}; no token is kept with
+ * the hold, and nobody queues. */
 static const char rs_status_lua[] =
-    "local h = redis.call('HGETALL', KEYS[1])\n"
-    "return {h[1] or '', h[2] or '0', '0', redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[2]) or '0', 0}\n";
+    REDISSON_SHAPE
+    "return {owner or '', count or '0', '0', redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[2]) or '0', 0, who}\n";
 
 /* ARGV: channel. Deletes the lock whoever holds it and wakes its waiters,
- * as Redisson's forceUnlock does; returns {field, count, '0'} or nil. */
+ * as Redisson's forceUnlock does; returns {field, count, '0', who} or
+ * nil. */
 static const char rs_force_lua[] =
-    "local h = redis.call('HGETALL', KEYS[1])\n"
-    "if not h[1] then return false end\n"
+    REDISSON_SHAPE
+    "if not owner then return false end\n"
     "redis.call('DEL', KEYS[1])\n" RS_PUBLISH("ARGV[1]")
-    "return {h[1], h[2], '0'}\n";
+    "return {owner, count, '0', who}\n";
 
 static const rlock__script_src scripts[RLOCK__S_COUNT] = {
     [RLOCK__S_ACQUIRE] = {"acquire", acquire_lua},

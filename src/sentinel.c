@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Redis Sentinel (redis-sentinel://host:port[,host:port...]/master-name
  * [?db=N]): the master is found by asking the sentinels, and found again

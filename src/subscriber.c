@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The subscriber connection: one per client, shared by every waiting
  * thread and every lock name of the client (a connection per waiter would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The test runner. "rlock_tests NAME" runs one test in this process (CTest
  * runs every test this way, each in its own process); "rlock_tests" alone

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The API's contract apart from locking: error names, version, defaults,
  * and bad input, which must be refused with RLOCK_EINVAL and a message
@@ -14,7 +15,8 @@ TEST(strerror_names_every_code)
                    RLOCK_ENOTOWNER, RLOCK_ELOST,   RLOCK_EAUTH,
                    RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
                    RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE,
-                   RLOCK_EQUORUM, RLOCK_ENOREPLY, RLOCK_EPERM};
+                   RLOCK_EQUORUM, RLOCK_ENOREPLY, RLOCK_EPERM,
+                   RLOCK_ENOTLOCK};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -34,6 +36,7 @@ TEST(strerror_names_every_code)
     CHECK_INT(RLOCK_EQUORUM, ==, -15);
     CHECK_INT(RLOCK_ENOREPLY, ==, -16);
     CHECK_INT(RLOCK_EPERM, ==, -17);
+    CHECK_INT(RLOCK_ENOTLOCK, ==, -18);
 }
 
 TEST(version_matches_header)

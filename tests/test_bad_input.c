@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fault scenario 8: a bad-input table for every public function.
  *
@@ -905,8 +906,8 @@ static const struct row rows[] = {
     /* rlock_strerror: numbers rlock never returns. */
     ROWN(rlock_strerror, "1 (positive)", strerror_n, 0, "unknown error code",
          MSG_RETURNED, 1),
-    ROWN(rlock_strerror, "-18 (one past the last code)", strerror_n, 0,
-         "unknown error code", MSG_RETURNED, -18),
+    ROWN(rlock_strerror, "-19 (one past the last code)", strerror_n, 0,
+         "unknown error code", MSG_RETURNED, -19),
     ROWN(rlock_strerror, "-999", strerror_n, 0, "unknown error code",
          MSG_RETURNED, -999),
     ROWN(rlock_strerror, "INT_MIN", strerror_n, 0, "unknown error code",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Connecting: URLs, credentials, database selection, timeouts, and
  * re-establishing dropped connections, each against a real redis-server.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Redis Cluster (redis-cluster://): three masters made into a cluster by
  * redis-cli --cluster create. Locks spread over many slots hold and renew

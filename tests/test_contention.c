@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Many owners on one lock: separate processes and threads increment a
  * counter with a deliberately racy read-sleep-write under the lock. Any

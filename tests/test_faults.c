@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Faults, each injected into a run of the mutual-exclusion checker
  * (tests/checker) against real redis-server processes: holders killed and

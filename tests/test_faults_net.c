@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A network slower than the lease (fault scenario 7). The client reaches
  * Redis through the delaying proxy of harness/proxy.c, so that requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A hostile server and a hostile network (the fake server of
  * harness/fake_server.h, and the proxy trickling a real server's replies):

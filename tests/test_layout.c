@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The token layout (RLOCK_LAYOUT_TOKEN): the lock is the plain string key
  * that SET NX PX peers use, so rlock and a peer exclude each other; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Requests whose replies are lost. The server is paused so that a request
  * times out on the client but is carried out when the server resumes; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What a lock promises, checked against a real Redis: mutual exclusion,
  * re-entry, owner-only release and extend, fencing tokens, expiry of every
@@ -470,9 +471,11 @@ TEST(owner_ids_are_long_and_random)
     CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
     ra = rt_cmd(s, "HGET {rlock:ida} owner");
     rb = rt_cmd(s, "HGET {rlock:idb} owner");
+    /* "<128 bits in hex>@<host>/<pid>:<thread>" */
     colon = strchr(ra->str, ':');
     CHECK(colon != NULL);
-    CHECK_INT(colon - ra->str, ==, 32); /* 128 bits in hex */
+    CHECK_INT(strspn(ra->str, "0123456789abcdef"), ==, 32);
+    CHECK(ra->str[32] == '@');
     CHECK(strncmp(ra->str, rb->str, 32) != 0);
     freeReplyObject(ra);
     freeReplyObject(rb);

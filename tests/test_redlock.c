@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Redlock (redlock://): a lock over five independent masters, each a real
  * redis-server. A majority must take it within its validity; two stopped
@@ -264,10 +265,25 @@ TEST(redlock_bad_configuration_is_refused)
         ("redlock://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9,10:10,11:11,12:12,"
          "13:13,14:14,15:15,16:16,17:17"),
     };
+    /* The same server twice: by the same text, by another spelling, or
+     * by a name and its address. Refused at open, before connecting. */
+    static const char *twice[] = {
+        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7001",
+        "redlock://LOCALHOST:7001,127.0.0.1:7002,localhost:7001",
+        "redlock://localhost:7001,127.0.0.1:7002,127.0.0.1:7001",
+    };
     size_t i;
 
     rlock_client_opts o;
     int err = 0;
+
+    for (i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+        rlock_client *c = rlock_client_open(twice[i], NULL, &err);
+        if (c || err != RLOCK_EINVAL ||
+            !strstr(rlock_client_errmsg(NULL), "the same server"))
+            rt_fail(__FILE__, __LINE__, "%s: got %d (%s)", twice[i], err,
+                    rlock_client_errmsg(NULL));
+    }
 
     /* Options that do not fit Redlock. */
     rlock_client_opts_init(&o);
@@ -288,4 +304,26 @@ TEST(redlock_bad_configuration_is_refused)
                     rlock_client_errmsg(NULL));
         CHECK(strstr(rlock_client_errmsg(NULL), "redlock URL") != NULL);
     }
+}
+
+/* Status and force release act only where the keys are a lock: a node
+ * holding someone's data under the lock's key refuses, and keeps it. */
+TEST(redlock_operators_refuse_a_node_holding_data)
+{
+    rlock_client *c = rt_client(start_nodes(NULL), NULL);
+    rlock_mutex *m = rt_mutex(c, "data", NULL);
+    rlock_status st;
+    redisReply *r;
+
+    freeReplyObject(rt_cmd(nodes[3], "SET {rlock:data} precious"));
+    CHECK_RC(rlock_mutex_status(m, &st), RLOCK_ENOTLOCK);
+    CHECK(has_text(c, "on node 127.0.0.1:"));
+    CHECK(has_text(c, "lock key is a string"));
+    CHECK_RC(rlock_mutex_force_unlock(m, &st), RLOCK_ENOTLOCK);
+    r = rt_cmd(nodes[3], "GET {rlock:data}");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "precious") == 0);
+    freeReplyObject(r);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    stop_nodes();
 }

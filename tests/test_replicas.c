@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Replica-synced holds (sync_replicas) and the replies of a deployment
  * that cannot serve locks. A master and a replica of it, both real

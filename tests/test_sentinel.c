@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sentinel (redis-sentinel://): one master, two replicas and three
  * sentinels, all real processes. Clients find the master through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TLS against a real redis-server started with --tls-port, with
  * certificates made at test time by the openssl command: a CA, a server

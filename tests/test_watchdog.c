@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Leases: the watchdog renews held locks, batches its renewals, stops at
  * once when a hold ends, respects the renewal cap; a lost hold is reported

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The README's first command: install what is missing, build, run the demo.
 # Without a URL, `rlock demo` starts a private redis-server of its own on a
 # unix socket in a temporary directory, and removes it afterwards.

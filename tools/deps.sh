@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the Debian 12 packages rlock needs to build, test and demo, if
 # any is missing. Needs root or sudo only when something must be installed.
 set -euo pipefail
@@ -14,8 +15,9 @@ tests=0
 if [ $tests = 1 ]; then
     # python3-redis, php-cli, php-redis: the other languages' clients the
     # interop tests share locks with (tests/interop/); bash-completion, to
-    # run rlock's completion script in a test.
-    pkgs+=(python3-redis php-cli php-redis bash-completion)
+    # run rlock's completion script in a test; abigail-tools, for the ABI
+    # check (tools/abi.sh).
+    pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

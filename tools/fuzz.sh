@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzzes the parsers rlock owns (fuzz/README.md): builds build/fuzz with
 # clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer, then
 # runs each target for SECONDS (default 60) on a temporary copy of its seed

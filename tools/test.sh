@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The README's second command: the whole test suite, three ways, each built
 # with warnings as errors, every test run by CTest against real redis-server
 # processes the tests start.
@@ -13,6 +14,8 @@
 #   D  the libFuzzer targets (tools/fuzz.sh), RLOCK_FUZZ_SECONDS (default
 #      60) each, from the checked-in corpus; every past crash is replayed by
 #      A, B and C already (fuzz_*_corpus).
+#   E  the ABI check (tools/abi.sh): the exported ABI against the committed
+#      baseline abi/librlock.abi (docs/releasing.md).
 # Any sanitizer report fails the run. A process stops at its first report
 # with a non-zero status; since not every status is looked at (rlock(1) in a
 # pipe, a test's forked child), every report also goes to a file, and any
@@ -79,6 +82,8 @@ t0=$(date +%s)
 echo "== D: fuzzing, ${RLOCK_FUZZ_SECONDS:-60} s per target"
 tools/fuzz.sh "${RLOCK_FUZZ_SECONDS:-60}" || status=1
 echo "== D: fuzzing took $(since "$t0")"
+echo "== E: ABI check"
+tools/abi.sh || status=1
 
 if [ -n "$(ls -A "$reports")" ]; then
     status=1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock: distributed locks for C programs, on Redis.
  *
@@ -120,6 +121,8 @@ extern "C" {
                                  deadline (stalled, trickling, hung) */
 #define RLOCK_EPERM (-17)     /* Redis refused the command to this user
                                  (ACL: NOPERM) */
+#define RLOCK_ENOTLOCK (-18)  /* the key is not a lock of the mutex's
+                                 layout (someone's data); left untouched */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
@@ -566,23 +569,48 @@ RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
 
 typedef struct rlock_status {
     int held;              /* 1 if some owner holds the lock */
-    char holder[64];       /* its owner id ("<client id>:<thread>"), or a
-                              peer's value or field (layouts), or "" */
+    char holder[160];      /* its owner id ("<client id>@<host>/<pid>:
+                              <thread>"), or a peer's value or field
+                              (layouts), cut to 159 bytes; or "" */
     int64_t count;         /* its hold count (0 if free) */
     int64_t lease_ms;      /* remaining lease in ms (-1 if free) */
     uint64_t token;        /* fencing token of the current hold (0 if free) */
     uint64_t last_token;   /* last token ever handed out for this name */
     int64_t waiters;       /* owners queued for the lock, alive */
-    char holder_host[64];  /* host name of the holder's process, or "" if
-                              not known (a peer's hold, an older rlock) */
+    char holder_host[64];  /* host name of the holder's process as it named
+                              itself (cut to 48 bytes of [A-Za-z0-9._-],
+                              others shown as '_'), or "" if not known (a
+                              peer's hold) */
     int64_t holder_pid;    /* its process id, or 0 if not known */
 } rlock_status;
 
 /*
+ * Operators' calls act only on keys shaped like a lock of the mutex's
+ * layout; anything else is someone's data, refused with RLOCK_ENOTLOCK
+ * (the message says what the key is) and left untouched:
+ *  - native: the lock key a hash of rlock's fields with the owner among
+ *    them and an expiry; the counter a string, the queue keys a list, a
+ *    sorted set and a hash (each may be absent);
+ *  - token: a string of 8 to 256 bytes of printable ASCII without spaces
+ *    (every peer's token, and rlock's values; no expiry needed: redis-py's
+ *    Lock without a timeout sets none). An empty string, a value starting
+ *    with a NUL byte, text with spaces, a short number are refused;
+ *  - Redisson: a hash with an expiry whose one field "<id>:<thread>"
+ *    holds a count >= 1 (beside rlock's "rlock-holder" field).
+ * A free lock (no key) is not refused.
+ *
+ * Every hold rlock takes names its process: the owner id carries the host
+ * name and pid ("<random id>@<host>/<pid>:<thread>"; in the Redisson
+ * layout a field "rlock-holder" = "<host>/<pid>" beside Redisson's own),
+ * which peers ignore; holder_host and holder_pid report them.
+ */
+
+/*
  * Reads the lock's state in one atomic step, without changing anything.
- * Returns RLOCK_OK, RLOCK_EINVAL (NULL argument), RLOCK_EREDIS (for example
- * WRONGTYPE), or a connection error, within command_timeout_ms of its
- * start. Thread-safe.
+ * Returns RLOCK_OK, RLOCK_EINVAL (NULL argument), RLOCK_ENOTLOCK (the key
+ * is not a lock, above), RLOCK_EREDIS, or a connection error, within
+ * command_timeout_ms of its start. Redlock: RLOCK_ENOTLOCK if any node
+ * refused. Thread-safe.
  */
 RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
 
@@ -591,8 +619,10 @@ RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
  * next unlock or renewal reports RLOCK_ELOST) and hands it to the first
  * queued waiter. If removed is not NULL it receives what was removed
  * (removed->held = 0 if the lock was free). Returns RLOCK_OK, RLOCK_EINVAL,
- * RLOCK_EREDIS or a connection error, within command_timeout_ms of its
- * start. Thread-safe.
+ * RLOCK_ENOTLOCK (the key is not a lock: nothing was removed), RLOCK_EREDIS
+ * or a connection error, within command_timeout_ms of its start. Redlock:
+ * each node checks its own keys; RLOCK_ENOTLOCK if any node refused (the
+ * nodes that held a lock had it removed). Thread-safe.
  */
 RLOCK_API int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock version numbers. CMake reads the three numbers below, so the version
  * is written in exactly one place.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every difference between hiredis 0.14 (Debian 12) and hiredis 1.x that
  * rlock cares about lives in this header, so the rest of the library is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The connection state machine (see conn.h): a non-blocking socket, a
  * transport (plain or TLS) over it, an output buffer of formatted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One connection to a Redis server, as a state machine driven by
  * readiness and time (the engine under the whole library).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TLS transport, on OpenSSL: fills the same table as plain sockets, so
  * the connection's state machine drives a TLS handshake and TLS records

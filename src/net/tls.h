@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TLS settings shared by a client's connections (an OpenSSL SSL_CTX with
  * the CA, the client certificate and the verification policy), built once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The byte stream under a connection: plain sockets (conn.c) or TLS
  * (tls.c), each filling one table, so that the connection's state machine

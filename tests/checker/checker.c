@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The mutual-exclusion checker (see checker.h): workers, the fenced
  * resource they share, and the verdict on their history.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The mutual-exclusion checker: the evidence that a lock holds.
  *

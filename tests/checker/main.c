@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock-check: the mutual-exclusion checker as a program, for any Redis
  * deployment rlock can reach.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of rlock(1), driving the built binary as a user would.
 #   cli_test.sh CASE      (RLOCK_BIN names the binary)
 # Each case starts its own redis-server on a unix socket in a temporary
@@ -190,6 +191,48 @@ case_lost_lock_stops_the_command() {
     "$RLOCK" run --lease 300ms lost -- sleep 10 2>/dev/null; expect_code 79 $? "--lease 300ms"
 }
 
+# status and unlock --force act only on keys shaped like a lock of the
+# chosen layout: a plain string, hash or list under each layout's lock key
+# is refused with 65 (EX_DATAERR) and left as it was.
+case_status_and_unlock_refuse_data_keys() {
+    start_redis
+    local layout key kind before after
+    for layout in native token redisson; do
+        for kind in string hash list; do
+            key=data-$kind
+            [ $layout = native ] && key="{rlock:data-$kind}"
+            rcli DEL "$key" > /dev/null
+            case $kind in
+            string) rcli SET "$key" "precious data" > /dev/null ;;
+            hash) rcli HSET "$key" name Ada > /dev/null ;;
+            list) rcli RPUSH "$key" job-1 job-2 > /dev/null ;;
+            esac
+            before=$(rcli --no-raw DUMP "$key")
+            "$RLOCK" status --layout $layout "data-$kind" > "$dir/out" 2> "$dir/err"
+            expect_code 65 $? "status --layout $layout of a $kind"
+            grep -q "is not a lock of the" "$dir/err" || fail "status said: $(cat "$dir/err")"
+            [ ! -s "$dir/out" ] || fail "status printed: $(cat "$dir/out")"
+            "$RLOCK" unlock --force --layout $layout "data-$kind" > "$dir/out" 2> "$dir/err"
+            expect_code 65 $? "unlock --force --layout $layout of a $kind"
+            grep -q "left untouched" "$dir/err" || fail "unlock said: $(cat "$dir/err")"
+            after=$(rcli --no-raw DUMP "$key")
+            [ "$before" = "$after" ] || fail "$key changed under --layout $layout"
+        done
+    done
+    # A real lock of each layout is still seen and removed.
+    for layout in native token redisson; do
+        RLOCK_WATCHDOG_LEASE=3s "$RLOCK" run --layout $layout real-$layout -- sleep $((10 * slow)) &
+        local pid=$!
+        wait_for 5 eval '"$RLOCK" status --layout '$layout' real-'$layout' | grep -q "held by"' ||
+            fail "no hold under --layout $layout"
+        "$RLOCK" unlock --force --layout $layout real-$layout > "$dir/out"
+        expect_code 0 $? "unlock --force of a real $layout lock"
+        grep -q "pid $pid on" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
+        wait $pid
+        expect_code 79 $? "holder whose $layout lock was removed"
+    done
+}
+
 case_status_json_unlock_and_ping() {
     start_redis
     "$RLOCK" status s1 | grep -qx "s1: free, last token 0, 0 waiting" || fail "status of a fresh name: $("$RLOCK" status s1)"
@@ -200,15 +243,19 @@ case_status_json_unlock_and_ping() {
     local tok
     tok=$(rcli GET '{rlock:s1}:fence')
     [[ $tok =~ ^[0-9]{16}$ ]] || fail "first token: $tok"
-    "$RLOCK" status s1 | grep -Eq "^s1: held by [0-9a-f]{32}:[0-9]+, count 1, lease [0-9.]+s left, token $tok, 0 waiting$" ||
+    # The holder names its process: rlock run's pid and this host's name
+    # (as rlock writes it: at most 48 bytes of [A-Za-z0-9._-]).
+    local host
+    host=$(hostname | sed 's/[^A-Za-z0-9._-]/_/g' | cut -c1-48)
+    "$RLOCK" status s1 | grep -Eq "^s1: held by [0-9a-f]{32}@$host/$pid:[0-9]+ \(pid $pid on $host\), count 1, lease [0-9.]+s left, token $tok, 0 waiting$" ||
         fail "status: $("$RLOCK" status s1)"
     "$RLOCK" status --json s1 's"2' > "$dir/json"
-    grep -Eq '^\{"name":"s1","held":true,"holder":"[0-9a-f]{32}:[0-9]+","count":1,"lease_ms":[0-9]+,"token":'"$tok"',"last_token":'"$tok"',"waiters":0\}$' "$dir/json" ||
+    grep -Eq '^\{"name":"s1","held":true,"holder":"[0-9a-f]{32}@'"$host/$pid"':[0-9]+","host":"'"$host"'","pid":'"$pid"',"count":1,"lease_ms":[0-9]+,"token":'"$tok"',"last_token":'"$tok"',"waiters":0\}$' "$dir/json" ||
         fail "json: $(cat "$dir/json")"
-    grep -q '^{"name":"s\\"2","held":false,"holder":null,"count":0,"lease_ms":-1,"token":0,"last_token":0,"waiters":0}$' "$dir/json" ||
+    grep -q '^{"name":"s\\"2","held":false,"holder":null,"host":null,"pid":null,"count":0,"lease_ms":-1,"token":0,"last_token":0,"waiters":0}$' "$dir/json" ||
         fail "json of a free lock: $(cat "$dir/json")"
     "$RLOCK" unlock --force s1 > "$dir/out"; expect_code 0 $? "unlock --force"
-    grep -Eq "^s1: removed the hold of [0-9a-f]{32}:[0-9]+ \(count 1, token $tok\)" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
+    grep -Eq "^s1: removed the hold of [0-9a-f]{32}@$host/$pid:[0-9]+ \(pid $pid on $host; count 1, token $tok\)" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
     "$RLOCK" status s1 | grep -qx "s1: free, last token $tok, 0 waiting" || fail "still held after unlock --force"
     "$RLOCK" unlock --force s1 > "$dir/out"; expect_code 1 $? "unlock --force of a free lock"
     grep -q "was not held" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
@@ -880,17 +927,23 @@ case_secrets_and_descriptors_stay_out_of_command() {
 }
 
 # What Redis holds reaches the terminal escaped, and --json is valid UTF-8
-# whatever the bytes.
+# whatever the bytes. (A Redisson-layout owner field may hold any bytes
+# before its ":<thread>"; the token layout refuses such values as data.)
 case_output_is_escaped_and_json_is_utf8() {
     start_redis
-    printf 'evil\033[2J\377\r\\' | rcli -x SET esc >/dev/null
+    rcli HSET esc "$(printf 'evil\033[2J\377\r\\:7')" 1 >/dev/null
     rcli PEXPIRE esc 60000 >/dev/null
-    "$RLOCK" status --layout token esc > "$dir/out"; expect_code 0 $? "status"
+    "$RLOCK" status --layout redisson esc > "$dir/out"; expect_code 0 $? "status"
     ! grep -q "$(printf '\033')" "$dir/out" || fail "an escape byte reached the output"
-    grep -qF 'held by evil\x1b[2J\xff\x0d\\' "$dir/out" || fail "status: $(cat -v "$dir/out")"
-    "$RLOCK" status --json --layout=token esc > "$dir/out"; expect_code 0 $? "status --json"
-    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8")); assert d["holder"]=="evil\x1b[2J\\xff\r\\", d' "$dir/out" ||
+    grep -qF 'held by evil\x1b[2J\xff\x0d\\:7' "$dir/out" || fail "status: $(cat -v "$dir/out")"
+    "$RLOCK" status --json --layout=redisson esc > "$dir/out"; expect_code 0 $? "status --json"
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8")); assert d["holder"]=="evil\x1b[2J\\xff\r\\:7", d' "$dir/out" ||
         fail "--json: $(cat -v "$dir/out")"
+    # The error message of a refused key is escaped too.
+    printf 'evil\033[2J' | rcli -x SET "$(printf 'k\033[2J')" >/dev/null
+    "$RLOCK" status --layout token "$(printf 'k\033[2J')" 2> "$dir/err"; expect_code 65 $? "status of data"
+    ! grep -q "$(printf '\033')" "$dir/err" || fail "an escape byte reached stderr"
+    grep -qF "'k\x1b[2J' is not a lock" "$dir/err" || fail "status said: $(cat -v "$dir/err")"
     "$RLOCK" ping | grep -Eq "^PONG from .*: (redis|valkey) [0-9]" || fail "ping: $("$RLOCK" ping)"
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A misbehaving Redis for tests: behaviour no real server produces
  * (replies trickled, stalled half-way, endless, huge, nested too deep, or

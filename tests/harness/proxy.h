@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A delaying TCP proxy for tests, in the test process itself.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Starting, stopping, pausing and restarting real redis-server processes.
  * See server.h for the guarantees.

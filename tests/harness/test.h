@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A small test framework in libuv's manner: each test is a function
  * registered in tests/list.h, run in its own process by the runner, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The test runner's helpers: failing a test, time, clients, children.
  */

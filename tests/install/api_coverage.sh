@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks that the bad-input table (tests/test_bad_input.c) covers the whole
 # public API: every function the header declares with RLOCK_API is in the
 # test's api_functions[] list and has at least one ROW*() in the table, and

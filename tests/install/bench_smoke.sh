@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rlock-bench keeps working: a smoke run with tiny counts on its own
 # private redis-server, table and JSON. Not a measurement; the targets are
 # read from real runs (docs/performance.md), never asserted here.

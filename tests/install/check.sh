@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the build into a temporary prefix and builds a program against it
 # twice: with find_package(rlock) and with pkg-config. Checks that only the
 # rlock_ API is exported from the shared library.

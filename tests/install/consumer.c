@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A program built against an installed rlock, as a user would. */
 #include <rlock/rlock.h>
 #include <stdio.h>

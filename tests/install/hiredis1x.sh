@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Compiles the library and the tool against hiredis 1.x headers. Debian 12
 # ships only hiredis 0.14.1, so this takes the headers from Debian's next
 # release: libhiredis-dev is downloaded (not installed) into a temporary

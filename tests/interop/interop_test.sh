@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rlock sharing locks with other languages' clients on one real
 # redis-server:
 #  - the token layout (--layout token) with redis-py's Lock (Debian's

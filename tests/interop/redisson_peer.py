@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A Redisson RLock client, played in Python, for rlock's Redisson layout.
 
 Redisson (Java) cannot be installed on the machines this project builds on,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Redisson peer (redisson_peer.h): Redisson's RLock scripts, written
  * out again from their described semantics, and its waiting on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A Redisson client, played on the wire with raw hiredis, for the tests
  * (tests/test_redisson.c) and the bench (bench/interop.c) of rlock's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // node-redlock as a peer of rlock's token layout (tests/interop/
 // interop_test.sh): RUNS times, take the lock "counter" with the library's
 // own retries, run the critical section, release.
