@@ -4,7 +4,7 @@
  * library's client on one name, from the moment one side starts its
  * release to the moment the other side's waiting thread holds the lock.
  *
- *  - Redisson layout, both ways, against tests/peers/redisson_peer.c (what
+ *  - Redisson layout, both ways, against peers/redisson_peer.c (what
  *    Redisson's RLock does on the wire): a release publishes on Redisson's
  *    channel, so the waiter should follow within a round trip or two;
  *  - token layout, a SET NX PX peer releasing to rlock: nobody publishes,
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../tests/peers/redisson_peer.h"
+#include "../peers/redisson_peer.h"
 #include "bench.h"
 
 #define PEER "7c1e5d2a-0f3b-4d8e-9a61-2b4c6d8e0f13:1"

@@ -6,7 +6,7 @@
  * the same place.
  *
  * Redisson itself needs a JVM and Maven Central, which this project's
- * machines do not reach, so the tests play it: tests/peers/redisson_peer.h
+ * machines do not reach, so the tests play it: peers/redisson_peer.h
  * does on the wire what Redisson's RLock, RFencedLock and LockPubSub do.
  * Each peer uses its own connection, as another process would.
  */
@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "harness/test.h"
-#include "peers/redisson_peer.h"
+#include "../peers/redisson_peer.h"
 
 /* A field Redisson writes: its client's UUID and a Java thread id. */
 #define PEER "0b9ec2a6-2a4f-4b39-9d52-4a8b8c2f1e11:57"
 
-/* ---- the peer (tests/peers/redisson_peer.c) ---------------------------- */
+/* ---- the peer (peers/redisson_peer.c) ---------------------------- */
 
 static redisContext *peer_connect(rt_server *s)
 {
@@ -117,7 +117,6 @@ static rlock_client *message_woken_client(rt_server *s)
     return rt_client(rt_server_url(s), &co);
 }
 
-/* The one field of the hash name, and its value. */
 /* The owner fields of the lock's hash (rlock's "rlock-holder" field
  * aside): how many, and the first with its count. */
 static int hash_field(rt_server *s, const char *name, char *field, size_t flen,
@@ -267,6 +266,11 @@ TEST(a_redisson_peers_lock_blocks_rlock_until_its_last_release_wakes_it)
     CHECK(st.token == 0); /* the peer's plain RLock has none */
 
     rt_locker_start(&l, m, 0);
+    /* rlock's waiter listens on Redisson's channel before the peer lets
+     * go (on a busy machine its subscription can take a while; the test
+     * is about the message, not about that). */
+    RT_WAIT_UNTIL(subscribers(s, "redisson_lock__channel:{shared}") >= 1,
+                  10000);
     rt_sleep_ms(500);
     /* The peer's first unlock leaves it held once: no message, no entry. */
     CHECK_INT(rp_unlock(peer, "shared", PEER, 60000), ==, 0);

@@ -16,8 +16,10 @@ if [ $tests = 1 ]; then
     # python3-redis, php-cli, php-redis: the other languages' clients the
     # interop tests share locks with (tests/interop/); bash-completion, to
     # run rlock's completion script in a test; abigail-tools, for the ABI
-    # check (tools/abi.sh).
-    pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools)
+    # check (tools/abi.sh); man-db, to check the man pages; dpkg-dev and
+    # file, for CPack's Debian packages (tools/package.sh).
+    pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
+           man-db dpkg-dev file)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

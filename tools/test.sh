@@ -16,13 +16,29 @@
 #      A, B and C already (fuzz_*_corpus).
 #   E  the ABI check (tools/abi.sh): the exported ABI against the committed
 #      baseline abi/librlock.abi (docs/releasing.md).
+# --busy (or RLOCK_TEST_BUSY=1): the whole run beside two CPU-bound
+# processes (`yes > /dev/null` twice), as on a machine loaded by other
+# work; the suite must pass that way too.
 # Any sanitizer report fails the run. A process stops at its first report
 # with a non-zero status; since not every status is looked at (rlock(1) in a
 # pipe, a test's forked child), every report also goes to a file, and any
 # such file fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+busy=${RLOCK_TEST_BUSY:-0}
+[ "${1:-}" = --busy ] && busy=1
 tools/deps.sh --tests
+
+load_pids=()
+if [ "$busy" = 1 ]; then
+    for _ in 1 2; do
+        yes > /dev/null &
+        load_pids+=($!)
+    done
+    echo "== busy mode: two CPU-bound processes run beside the suite (${load_pids[*]})"
+fi
+stop_load() { [ ${#load_pids[@]} -eq 0 ] || kill "${load_pids[@]}" 2>/dev/null || true; }
+trap stop_load EXIT
 
 jobs=$(nproc)
 t_start=$(date +%s)
@@ -39,7 +55,7 @@ build build/tsan clang RelWithDebInfo thread
 echo "== built A, B and C in $(since "$t_start")"
 
 reports=$(mktemp -d /tmp/rlock-sanitizer-XXXXXX)
-trap 'rm -rf "$reports"' EXIT
+trap 'rm -rf "$reports"; stop_load' EXIT
 # These make every report fatal and keep it; none hides a report.
 #  - halt_on_error: stop at the first report, with status 1 (ASan, UBSan)
 #    or exitcode=66 (TSan).

@@ -13,6 +13,19 @@ trap 'rm -rf "$prefix"' EXIT
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/rlock/rlock.h"
+# rlock-bench is a development tool: installed only on request.
+if [ -e "$prefix/bin/rlock-bench" ]; then
+    echo "rlock-bench was installed by default" >&2
+    exit 1
+fi
+test -x "$prefix/bin/rlock"
+cmake --install "$build" --prefix "$prefix" --component bench >/dev/null
+test -x "$prefix/bin/rlock-bench"
+# Only the library's component: the shared library and its SONAME link,
+# nothing to build with.
+cmake --install "$build" --prefix "$prefix/lib-only" --component lib >/dev/null
+test -z "$(find "$prefix/lib-only" -name '*.h' -o -name '*.a' -o -name 'librlock.so')"
+test -n "$(find "$prefix/lib-only" -name 'librlock.so.0')"
 test -f "$prefix/include/rlock/version.h"
 libdir=$(dirname "$(find "$prefix" -name rlock.pc)")/..
 test -f "$libdir/cmake/rlock/rlockConfig.cmake"

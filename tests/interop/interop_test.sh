@@ -208,7 +208,12 @@ case_redisson_peer_and_rlock_exclude_and_wake_each_other() {
 
     # A Redisson hold taken twice: rlock sees it, with its count, and gets
     # the lock only after the second unlock.
-    "$PYTHON" "$here/redisson_peer.py" "$dir/redis.sock" hold held 2 1 > "$dir/peer" &
+    # The peer and rlock's COMMAND both write to $dir/peer: both append
+    # (O_APPEND), or the peer's own file offset would let its "unlocked 0"
+    # overwrite a "got" that COMMAND appended first (it did, on a busy
+    # machine).
+    : > "$dir/peer"
+    "$PYTHON" "$here/redisson_peer.py" "$dir/redis.sock" hold held 2 1 >> "$dir/peer" &
     peer=$!
     wait_line "$dir/peer" held
     out=$("$RLOCK" status --layout redisson held)

@@ -2,7 +2,10 @@
 /*
  * A Redisson client, played on the wire with raw hiredis, for the tests
  * (tests/test_redisson.c) and the bench (bench/interop.c) of rlock's
- * Redisson layout.
+ * Redisson layout. It lives apart from both (peers/) because it is
+ * neither: a model of another library's protocol, which the benchmark
+ * measures against and the tests check against, with no test-harness code
+ * in it.
  *
  * Redisson itself needs a JVM and Maven Central, which this project's
  * machines do not reach, so this does what Redisson's RLock, RFencedLock
@@ -20,12 +23,12 @@
  * Each function uses the connection it is given, one thread at a time.
  * Errors are -1 with a line on stderr.
  */
-#ifndef RLOCK_TEST_REDISSON_PEER_H
-#define RLOCK_TEST_REDISSON_PEER_H
+#ifndef RLOCK_PEERS_REDISSON_PEER_H
+#define RLOCK_PEERS_REDISSON_PEER_H
 
 #include <stddef.h>
 
-#include "../../src/compat/hiredis_compat.h"
+#include "../src/compat/hiredis_compat.h"
 
 /* Redisson's name for a lock's channel or token key: prefix ":" name if
  * the name has a '{', else prefix ":{" name "}". */
