@@ -43,9 +43,13 @@ pid_t private_server_start(const char *dir, const sigset_t *mask, char *url,
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        /* Redis, or Valkey where that is what the machine has. */
         execlp("redis-server", "redis-server", "--port", "0", "--unixsocket",
                sock, "--unixsocketperm", "700", "--dir", dir, "--save", "",
                "--appendonly", "no", (char *)NULL);
+        execlp("valkey-server", "valkey-server", "--port", "0",
+               "--unixsocket", sock, "--unixsocketperm", "700", "--dir", dir,
+               "--save", "", "--appendonly", "no", (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -64,7 +68,8 @@ pid_t private_server_start(const char *dir, const sigset_t *mask, char *url,
         }
         if (now_s() > until || waitpid(pid, NULL, WNOHANG) == pid) {
             fprintf(stderr,
-                    "could not start redis-server (is it installed? "
+                    "could not start redis-server or valkey-server (is one "
+                    "installed? "
                     "see %s)\n",
                     log);
             private_server_stop(pid, dir);

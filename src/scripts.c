@@ -192,7 +192,10 @@ static const char extend_lua[] =
 /* The watchdog's batch: KEYS are lock keys, ARGV holds (owner, token,
  * lease_ms) for each. Returns a 1 (renewed) or 0 (gone) per key. OWNS is
  * the layout's test that key i is still that owner's hold with that
- * token. */
+ * token; it reads with redis.pcall, so that a key of another type under
+ * one lock's name (someone's data put there after the hold was lost) is
+ * that hold gone, not an error that fails the whole batch and lets every
+ * other hold of the client expire. */
 #define RENEW_LOOP(OWNS)                                                       \
     "local out = {}\n"                                                         \
     "for i, key in ipairs(KEYS) do\n" OWNS                                     \
@@ -205,7 +208,7 @@ static const char extend_lua[] =
     "return out\n"
 
 static const char renew_lua[] = RENEW_LOOP(
-    "  local h = redis.call('HMGET', key, 'owner', 'token')\n"
+    "  local h = redis.pcall('HMGET', key, 'owner', 'token')\n"
     "  if h[1] == ARGV[3 * i - 2] and h[2] == ARGV[3 * i - 1] then\n");
 
 /* ARGV: owner, channel, nonce. An acquisition is given up: the owner's
@@ -339,7 +342,7 @@ static const char tk_extend_lua[] =
 
 /* The watchdog's batch, as renew's: (owner, token, lease_ms) per key. */
 static const char tk_renew_lua[] = RENEW_LOOP(
-    "  if redis.call('GET', key) == ARGV[3 * i - 2] .. ':' .. ARGV[3 * i - 1]"
+    "  if redis.pcall('GET', key) == ARGV[3 * i - 2] .. ':' .. ARGV[3 * i - 1]"
     " then\n");
 
 /* ARGV: owner. An attempt whose reply was lost is undone: whatever hold
@@ -460,7 +463,7 @@ static const char rs_extend_lua[] =
 
 /* The watchdog's batch, as renew's: (owner, token, lease_ms) per key. */
 static const char rs_renew_lua[] = RENEW_LOOP(
-    "  if redis.call('HEXISTS', key, ARGV[3 * i - 2]) == 1 then\n");
+    "  if redis.pcall('HEXISTS', key, ARGV[3 * i - 2]) == 1 then\n");
 
 /* ARGV: owner, channel. An attempt whose reply was lost is undone: the
  * owner's field there is that attempt's; its waiters are told. */

@@ -368,3 +368,59 @@ TEST(on_lost_callbacks_get_the_clients_own_timeouts)
     rt_server_stop(other);
     rt_server_stop(s);
 }
+
+/* One key of another type under one lock's name (someone's data put there
+ * after the hold was taken) fails that hold only: the batched renewal goes
+ * on for the client's other holds. Each layout. */
+static atomic_int bad_lost, good_lost;
+
+static void count_into(rlock_mutex *m, void *arg)
+{
+    (void)m;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+TEST(a_key_of_another_type_fails_only_its_own_hold_in_a_renewal_batch)
+{
+    static const int layouts[] = {RLOCK_LAYOUT_NATIVE, RLOCK_LAYOUT_TOKEN,
+                                  RLOCK_LAYOUT_REDISSON};
+    static const char *const bad_keys[] = {"{rlock:bad}", "bad", "bad"};
+    static const char *const good_keys[] = {"{rlock:good}", "good", "good"};
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 600);
+    size_t i;
+
+    for (i = 0; i < 3; i++) {
+        rlock_mutex_opts o;
+        rlock_mutex *good, *bad;
+
+        rlock_mutex_opts_init(&o);
+        o.layout = layouts[i];
+        o.on_lost = count_into;
+        o.on_lost_arg = &good_lost;
+        good = rt_mutex(c, "good", &o);
+        o.on_lost_arg = &bad_lost;
+        bad = rt_mutex(c, "bad", &o);
+        atomic_store(&good_lost, 0);
+        atomic_store(&bad_lost, 0);
+        CHECK_RC(rlock_mutex_lock(good), RLOCK_OK);
+        CHECK_RC(rlock_mutex_lock(bad), RLOCK_OK);
+        /* Both renew in one batch; then bad's key becomes a list. */
+        freeReplyObject(rt_cmd(s, "DEL %s", bad_keys[i]));
+        freeReplyObject(rt_cmd(s, "RPUSH %s someone's-data", bad_keys[i]));
+        RT_WAIT_UNTIL(atomic_load(&bad_lost) == 1, 3000);
+        /* Three more leases' worth of renewals: good is still held. */
+        rt_sleep_ms(1800);
+        CHECK_INT(atomic_load(&good_lost), ==, 0);
+        CHECK_INT(rt_cmd_int(s, "PTTL %s", good_keys[i]), >, 0);
+        CHECK_RC(rlock_mutex_unlock(good), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(bad), RLOCK_ELOST);
+        /* The list is someone's data: untouched. */
+        CHECK_INT(rt_cmd_int(s, "LLEN %s", bad_keys[i]), ==, 1);
+        freeReplyObject(rt_cmd(s, "DEL %s", bad_keys[i]));
+        rlock_mutex_free(good);
+        rlock_mutex_free(bad);
+    }
+    rlock_client_close(c);
+    rt_server_stop(s);
+}

@@ -7,6 +7,9 @@
 # by the EXIT trap.
 set -u
 RLOCK=${RLOCK_BIN:?set RLOCK_BIN}
+# The server every case starts: redis-server, or $RLOCK_TEST_SERVER
+# (valkey-server in CI's matrix). redis-cli speaks to either.
+SERVER=${RLOCK_TEST_SERVER:-redis-server}
 unset RLOCK_URL REDIS_URL RLOCK_WATCHDOG_LEASE
 dir=$(mktemp -d /tmp/rlock-cli-XXXXXX)
 redis_pid=
@@ -53,7 +56,7 @@ expect_code() { # expect_code WANT GOT WHAT
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 start_redis() { # start_redis [extra redis-server args]
-    setpriv --pdeathsig KILL redis-server --port 0 \
+    setpriv --pdeathsig KILL "$SERVER" --port 0 \
         --unixsocket "$dir/redis.sock" --unixsocketperm 700 --dir "$dir" \
         --save "" --appendonly no "$@" >"$dir/redis.log" 2>&1 &
     redis_pid=$!
@@ -61,7 +64,7 @@ start_redis() { # start_redis [extra redis-server args]
         [ -S "$dir/redis.sock" ] && redis-cli -s "$dir/redis.sock" ${AUTH:+-a "$AUTH" --no-auth-warning} ping >/dev/null 2>&1 && break
         sleep 0.05
     done
-    [ -S "$dir/redis.sock" ] || fail "redis-server did not start"
+    [ -S "$dir/redis.sock" ] || fail "$SERVER did not start"
     export RLOCK_URL="unix://$dir/redis.sock"
 }
 rcli() { redis-cli -s "$dir/redis.sock" "$@"; }
@@ -261,7 +264,9 @@ case_status_json_unlock_and_ping() {
     grep -q "was not held" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
     wait $pid; expect_code 79 $? "holder whose lock was removed"
     "$RLOCK" ping > "$dir/out"; expect_code 0 $? "ping"
-    grep -Eq "^PONG from unix://.*: redis [0-9]+\.[0-9]+\.[0-9]+, round trip [0-9.]+ ms$" "$dir/out" || fail "ping said: $(cat "$dir/out")"
+    local name=redis
+    case $SERVER in *valkey*) name=valkey ;; esac # the server names itself
+    grep -Eq "^PONG from unix://.*: $name [0-9]+\.[0-9]+\.[0-9]+, round trip [0-9.]+ ms$" "$dir/out" || fail "ping said: $(cat "$dir/out")"
 }
 
 case_errors_have_documented_codes() {
@@ -377,7 +382,7 @@ start_tcp_redis() { # start_tcp_redis [extra redis-server args]
     local p try
     for try in $(seq 30); do
         p=$(( 20000 + RANDOM % 30000 ))
-        setpriv --pdeathsig KILL redis-server --port "$p" --bind 127.0.0.1 \
+        setpriv --pdeathsig KILL "$SERVER" --port "$p" --bind 127.0.0.1 \
             --dir "$dir" --save "" --appendonly no \
             --dbfilename "dump-$p.rdb" --cluster-config-file "nodes-$p.conf" \
             "$@" >"$dir/redis-$p.log" 2>&1 &
@@ -450,7 +455,7 @@ case_sentinel_run_and_status() {
     for try in 1 2 3 4 5; do # a free port, as for the servers
         sp=$(( 20000 + RANDOM % 30000 ))
         printf 'sentinel monitor mymaster 127.0.0.1 %s 1\n' "$mp" > "$dir/sentinel.conf"
-        setpriv --pdeathsig KILL redis-server "$dir/sentinel.conf" --sentinel \
+        setpriv --pdeathsig KILL "$SERVER" "$dir/sentinel.conf" --sentinel \
             --port "$sp" --bind 127.0.0.1 --dir "$dir" >"$dir/sentinel.log" 2>&1 &
         echo $! >> "$dir/tcp-pids"
         wait_for 5 redis-cli -p "$sp" sentinel get-master-addr-by-name mymaster && break

@@ -122,6 +122,15 @@ static const char *sentinel_conf(rt_server *s, char *path, size_t len)
     return path;
 }
 
+/* The server binary the tests run: $RLOCK_TEST_SERVER (valkey-server, or
+ * a path to another build), redis-server by default. */
+const char *rt_server_binary(void)
+{
+    const char *bin = getenv("RLOCK_TEST_SERVER");
+
+    return bin && *bin ? bin : "redis-server";
+}
+
 static void spawn(rt_server *s)
 {
     char port[16], logfile[128], conf[128];
@@ -131,7 +140,7 @@ static void spawn(rt_server *s)
 
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
-    argv[argc++] = "redis-server";
+    argv[argc++] = rt_server_binary();
     if (s->opts.sentinel_monitor) {
         argv[argc++] = sentinel_conf(s, conf, sizeof conf);
         argv[argc++] = "--sentinel";
@@ -179,7 +188,7 @@ static void spawn(rt_server *s)
             _exit(127);
         dup2(null, 0);
         dup2(null, 1);
-        execvp("redis-server", (char *const *)argv);
+        execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
     s->pid = pid;
@@ -256,7 +265,8 @@ rt_server *rt_server_start(const rt_server_opts *opts)
             s->pid = 0;
         }
     }
-    rt_fail(__FILE__, __LINE__, "redis-server did not start (see %s/redis.log)",
+    rt_fail(__FILE__, __LINE__, "%s did not start (see %s/redis.log)",
+            rt_server_binary(),
             s->dir);
 }
 

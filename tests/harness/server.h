@@ -52,6 +52,10 @@ const char *rt_server_dir(const rt_server *s);
 redisContext *rt_server_ctx(rt_server *s);
 /* Runs a command on rt_server_ctx(s); fails the test on I/O error. The
  * caller frees the reply. */
+/* The server binary the tests start: $RLOCK_TEST_SERVER, or
+ * "redis-server". */
+const char *rt_server_binary(void);
+
 redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 /* Integer reply of a command, failing the test on any other reply. */
 long long rt_cmd_int(rt_server *s, const char *fmt, ...);

@@ -25,10 +25,10 @@ inc="$work/x/usr/include"
 grep -q "define HIREDIS_MAJOR 1" "$inc/hiredis/hiredis.h" || {
     echo "downloaded headers are not hiredis 1.x"; exit 1; }
 status=0
-for f in "$src"/src/*.c "$src"/cli/*.c; do
+for f in $(find "$src/src" "$src/cli" -name '*.c'); do
     "$cc" -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow \
         -Wstrict-prototypes -Wmissing-prototypes -Werror -fsyntax-only \
-        -isystem "$inc" -I"$src/include" -I"$src/src" "$f" || status=1
+        -isystem "$inc" -I"$src/include" -I"$src/src" -I"$(dirname "$f")" "$f" || status=1
 done
 [ $status = 0 ] && echo "compiles against hiredis $(grep -E 'define HIREDIS_(MAJOR|MINOR|PATCH)' "$inc/hiredis/hiredis.h" | awk '{printf "%s.", $3}' | sed 's/\.$//')"
 exit $status

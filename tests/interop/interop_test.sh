@@ -30,7 +30,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 start_redis() {
-    setpriv --pdeathsig KILL redis-server --port 0 \
+    setpriv --pdeathsig KILL "${RLOCK_TEST_SERVER:-redis-server}" --port 0 \
         --unixsocket "$dir/redis.sock" --unixsocketperm 700 --dir "$dir" \
         --save "" --appendonly no >"$dir/redis.log" 2>&1 &
     redis_pid=$!
