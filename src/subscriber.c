@@ -176,6 +176,8 @@ static void sub_drop(rlock_client *c)
     wake_waiters(c, NULL, 0);
 }
 
+static void drain(rlock_client *c, rlock__conn *ctx);
+
 void rlock__sub_step(rlock_client *c, int64_t *next)
 {
     rlock__sub *s, *nexts;
@@ -242,9 +244,15 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
     }
     /* Written at once as far as the socket takes it, never waiting: what
      * is left goes out when the background thread's poll finds the socket
-     * writable (rlock__sub_events). */
+     * writable (rlock__sub_events). The same call reads what has arrived
+     * already, and a confirmation read here leaves nothing on the socket
+     * for the poll to see: it is handled now (drain), or it would wait in
+     * the buffer for the next message while waiters, never told they are
+     * subscribed, polled with backoff (seen on a loaded machine). */
     if (pending && rlock__conn_io(c->sub_ctx, 0) != RLOCK_OK)
         sub_drop(c);
+    else if (pending)
+        drain(c, c->sub_ctx);
 }
 
 /* The longest-waiting thread of the Redisson channel ch that is not
@@ -326,6 +334,20 @@ static void handle(rlock_client *c, const redisReply *r)
     }
 }
 
+/* Handles every reply the connection has read (mu held). */
+static void drain(rlock_client *c, rlock__conn *ctx)
+{
+    redisReply *r;
+
+    for (;;) {
+        r = NULL;
+        if (!rlock__conn_take(ctx, &r))
+            break;
+        handle(c, r);
+        freeReplyObject(r);
+    }
+}
+
 void rlock__sub_read(rlock_client *c, short revents)
 {
     rlock__conn *ctx;
@@ -339,13 +361,7 @@ void rlock__sub_read(rlock_client *c, short revents)
         return;
     failed = rlock__conn_io(ctx, revents) != RLOCK_OK;
     pthread_mutex_lock(&c->mu);
-    for (;;) {
-        redisReply *r = NULL;
-        if (!rlock__conn_take(ctx, &r))
-            break;
-        handle(c, r);
-        freeReplyObject(r);
-    }
+    drain(c, ctx);
     if (failed) {
         sub_drop(c);
         c->sub_retry_at = 0;
