@@ -12,30 +12,6 @@
 #include "internal.h"
 #include "reply.h"
 
-static const char *layout_name(const rlock_mutex *m)
-{
-    switch (m->opts.layout) {
-    case RLOCK_LAYOUT_TOKEN: return "token";
-    case RLOCK_LAYOUT_REDISSON: return "Redisson";
-    default: return "native";
-    }
-}
-
-int rlock__not_a_lock(rlock_mutex *m, const redisReply *r, const char *where)
-{
-    char why[128];
-
-    if (!rlock__parse_refusal(r, why, sizeof why))
-        return RLOCK_OK;
-    /* The name is the caller's own bytes; printed as given, up to a NUL
-     * (rlock(1) escapes what it prints). */
-    return rlock__fail(m->c, RLOCK_ENOTLOCK,
-                       "'%.*s' is not a lock of the %s layout%s: %s; left "
-                       "untouched",
-                       (int)m->name_len, m->name, layout_name(m),
-                       where ? where : "", why);
-}
-
 int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
 {
     redisReply *r = NULL;

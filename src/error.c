@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "reply.h"
 
 typedef struct {
     uint64_t client; /* serial of the client, 0 for rlock_client_open */
@@ -67,4 +68,31 @@ const char *rlock_client_errmsg(rlock_client *c)
     uint64_t serial = c ? c->serial : 0;
 
     return tl_err.client == serial ? tl_err.msg : "";
+}
+
+/* The operators' scripts' refusal (internal.h). Here, beside the other
+ * error recording, so that the admin calls, the layouts and Redlock all
+ * reach it downwards. */
+static const char *layout_name(const rlock_mutex *m)
+{
+    switch (m->opts.layout) {
+    case RLOCK_LAYOUT_TOKEN: return "token";
+    case RLOCK_LAYOUT_REDISSON: return "Redisson";
+    default: return "native";
+    }
+}
+
+int rlock__not_a_lock(rlock_mutex *m, const redisReply *r, const char *where)
+{
+    char why[128];
+
+    if (!rlock__parse_refusal(r, why, sizeof why))
+        return RLOCK_OK;
+    /* The name is the caller's own bytes; printed as given, up to a NUL
+     * (rlock(1) escapes what it prints). */
+    return rlock__fail(m->c, RLOCK_ENOTLOCK,
+                       "'%.*s' is not a lock of the %s layout%s: %s; left "
+                       "untouched",
+                       (int)m->name_len, m->name, layout_name(m),
+                       where ? where : "", why);
 }

@@ -702,7 +702,7 @@ void rlock__cleanup_step(rlock_client *c, int64_t *next);
 void rlock__cleanup_discard(rlock_client *c);
 
 
-/* The operators' scripts' refusal (admin.c): if r is one, records
+/* The operators' scripts' refusal (error.c): if r is one, records
  * RLOCK_ENOTLOCK with what the key is (where, if not NULL, says on which
  * node, e.g. " on node h:p") and returns it; RLOCK_OK otherwise. */
 int rlock__not_a_lock(rlock_mutex *m, const redisReply *r, const char *where);

@@ -45,7 +45,9 @@ static rlock_mutex *noticed_mutex(rlock_client *c, const char *name,
 TEST(watchdog_keeps_the_lock_for_many_leases)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_client *c = watchdog_client(s, 600);
+    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
+     * busy machine delays, so that only the bad key can end a hold. */
+    rlock_client *c = watchdog_client(s, 1200);
     rlock_client *other = rt_client(rt_server_url(s), NULL);
     rlock_mutex *m = noticed_mutex(c, "kept", 0, 0);
     rlock_mutex *mo = rt_mutex(other, "kept", NULL);
@@ -107,7 +109,9 @@ TEST(renewal_stops_on_mutex_free_and_client_close)
 TEST(renewal_cap_lets_the_key_expire_and_reports_the_loss)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_client *c = watchdog_client(s, 600);
+    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
+     * busy machine delays, so that only the bad key can end a hold. */
+    rlock_client *c = watchdog_client(s, 1200);
     rlock_mutex *m = noticed_mutex(c, "capped", 0, 2);
     int64_t t0 = rt_now_ms();
 
@@ -132,7 +136,9 @@ TEST(renewal_cap_lets_the_key_expire_and_reports_the_loss)
 TEST(thousand_locks_renew_in_batches)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_client *c = watchdog_client(s, 600);
+    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
+     * busy machine delays, so that only the bad key can end a hold. */
+    rlock_client *c = watchdog_client(s, 1200);
     rlock_mutex *m[1000];
     long long calls;
     char name[32];
@@ -387,7 +393,9 @@ TEST(a_key_of_another_type_fails_only_its_own_hold_in_a_renewal_batch)
     static const char *const bad_keys[] = {"{rlock:bad}", "bad", "bad"};
     static const char *const good_keys[] = {"{rlock:good}", "good", "good"};
     rt_server *s = rt_server_start(NULL);
-    rlock_client *c = watchdog_client(s, 600);
+    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
+     * busy machine delays, so that only the bad key can end a hold. */
+    rlock_client *c = watchdog_client(s, 1200);
     size_t i;
 
     for (i = 0; i < 3; i++) {
@@ -408,9 +416,9 @@ TEST(a_key_of_another_type_fails_only_its_own_hold_in_a_renewal_batch)
         /* Both renew in one batch; then bad's key becomes a list. */
         freeReplyObject(rt_cmd(s, "DEL %s", bad_keys[i]));
         freeReplyObject(rt_cmd(s, "RPUSH %s someone's-data", bad_keys[i]));
-        RT_WAIT_UNTIL(atomic_load(&bad_lost) == 1, 3000);
-        /* Three more leases' worth of renewals: good is still held. */
-        rt_sleep_ms(1800);
+        RT_WAIT_UNTIL(atomic_load(&bad_lost) == 1, 5000);
+        /* Two more leases' worth of renewals: good is still held. */
+        rt_sleep_ms(2400);
         CHECK_INT(atomic_load(&good_lost), ==, 0);
         CHECK_INT(rt_cmd_int(s, "PTTL %s", good_keys[i]), >, 0);
         CHECK_RC(rlock_mutex_unlock(good), RLOCK_OK);
