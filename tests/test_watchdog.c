@@ -45,9 +45,7 @@ static rlock_mutex *noticed_mutex(rlock_client *c, const char *name,
 TEST(watchdog_keeps_the_lock_for_many_leases)
 {
     rt_server *s = rt_server_start(NULL);
-    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
-     * busy machine delays, so that only the bad key can end a hold. */
-    rlock_client *c = watchdog_client(s, 1200);
+    rlock_client *c = watchdog_client(s, 600);
     rlock_client *other = rt_client(rt_server_url(s), NULL);
     rlock_mutex *m = noticed_mutex(c, "kept", 0, 0);
     rlock_mutex *mo = rt_mutex(other, "kept", NULL);
@@ -109,9 +107,7 @@ TEST(renewal_stops_on_mutex_free_and_client_close)
 TEST(renewal_cap_lets_the_key_expire_and_reports_the_loss)
 {
     rt_server *s = rt_server_start(NULL);
-    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
-     * busy machine delays, so that only the bad key can end a hold. */
-    rlock_client *c = watchdog_client(s, 1200);
+    rlock_client *c = watchdog_client(s, 600);
     rlock_mutex *m = noticed_mutex(c, "capped", 0, 2);
     int64_t t0 = rt_now_ms();
 
@@ -136,9 +132,7 @@ TEST(renewal_cap_lets_the_key_expire_and_reports_the_loss)
 TEST(thousand_locks_renew_in_batches)
 {
     rt_server *s = rt_server_start(NULL);
-    /* A 1.2 s lease, renewed every 400 ms: room for a renewal that a
-     * busy machine delays, so that only the bad key can end a hold. */
-    rlock_client *c = watchdog_client(s, 1200);
+    rlock_client *c = watchdog_client(s, 600);
     rlock_mutex *m[1000];
     long long calls;
     char name[32];
