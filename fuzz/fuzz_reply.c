@@ -35,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "reply.h"
+#include "backend/node.h"
+#include "core/reply.h"
 
 #include "fuzz.h"
 
@@ -89,14 +89,25 @@ static void check_acquire(const redisReply *r)
 
 static void check_counts(const redisReply *r)
 {
-    int64_t n = -12345;
+    rlock__released rel;
     int ok = -1;
     size_t i;
 
-    if (rlock__parse_release(r, &n) == RLOCK_OK)
-        FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && n == r->integer);
-    else
-        FUZZ_CHECK(n == -12345);
+    rel.remaining = -12345;
+    if (rlock__parse_release(r, &rel) == RLOCK_OK) {
+        FUZZ_CHECK(memchr(rel.unnotified, '\0', sizeof rel.unnotified));
+        if (r->type == REDIS_REPLY_INTEGER)
+            FUZZ_CHECK(rel.remaining == r->integer && !rel.unnotified[0]);
+        else /* released, the waiters not told: why, printable */
+            FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && rel.remaining == 0 &&
+                       rel.unnotified[0] &&
+                       strspn(rel.unnotified,
+                              " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHI"
+                              "JKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstu"
+                              "vwxyz{|}~") == strlen(rel.unnotified));
+    } else {
+        FUZZ_CHECK(rel.remaining == -12345);
+    }
     if (rlock__parse_extend(r, &ok) == RLOCK_OK)
         FUZZ_CHECK(ok == 0 || ok == 1);
     else
@@ -120,10 +131,10 @@ static void check_holder(const rlock_status *st)
     FUZZ_CHECK(memchr(st->holder, '\0', sizeof st->holder) != NULL);
     FUZZ_CHECK(memchr(st->holder_host, '\0', sizeof st->holder_host) != NULL);
     FUZZ_CHECK((st->holder_host[0] != '\0') == (st->holder_pid > 0));
-    FUZZ_CHECK(strspn(st->holder_host, "abcdefghijklmnopqrstuvwxyz"
-                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                       "0123456789._-") ==
-               strlen(st->holder_host));
+    FUZZ_CHECK(strspn(st->holder_host,
+                      "abcdefghijklmnopqrstuvwxyz"
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789._-") == strlen(st->holder_host));
     FUZZ_CHECK(st->holder_pid >= 0 && st->holder_pid <= 9999999999LL);
 }
 
@@ -184,13 +195,16 @@ static void check_status(const redisReply *r)
 static void check_force(const redisReply *r)
 {
     rlock_status st;
+    char why[16];
 
     memset(&st, 0x5a, sizeof st);
-    if (rlock__parse_force(r, &st) != RLOCK_OK) {
+    memset(why, 0x5a, sizeof why);
+    if (rlock__parse_force(r, &st, why, 8) != RLOCK_OK) {
         FUZZ_CHECK(!st.held && st.holder[0] == '\0' && st.lease_ms == -1);
         return;
     }
     check_holder(&st);
+    FUZZ_CHECK(memchr(why, '\0', 8) != NULL && why[8] == 0x5a);
     FUZZ_CHECK(st.lease_ms == -1);
     if (st.held)
         FUZZ_CHECK(st.last_token == st.token);
@@ -207,8 +221,8 @@ static void check_info(const redisReply *r)
 
     for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         memset(buf, 0x5a, sizeof buf);
-        rlock__parse_info_field(r, i % 2 ? "redis_version" : "server_name",
-                                buf, lens[i]);
+        rlock__parse_info_field(r, i % 2 ? "redis_version" : "server_name", buf,
+                                lens[i]);
         FUZZ_CHECK(memchr(buf, '\0', lens[i]) != NULL);
         FUZZ_CHECK(strpbrk(buf, "\r\n") == NULL);
         for (k = lens[i]; k < sizeof buf; k++)
@@ -252,8 +266,6 @@ static void check_pubsub(const redisReply *r)
     FUZZ_CHECK(memcmp(msg->str + p.who_len, expect, (size_t)n) == 0);
 }
 
-static rlock_client fake_client; /* for rlock__reply_error's messages */
-
 static int code_is(const redisReply *r, const char *word)
 {
     size_t n = strlen(word);
@@ -265,11 +277,12 @@ static int code_is(const redisReply *r, const char *word)
 static void check_error(const redisReply *r)
 {
     const char *msg;
+    rlock__err e;
     int rc;
 
     if (r->type != REDIS_REPLY_ERROR)
         return;
-    rc = rlock__reply_error(&fake_client, r);
+    rc = rlock__reply_error("fuzz:1", r, &e);
     FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS ||
                rc == RLOCK_EREPLICAS || rc == RLOCK_EUNAVAILABLE ||
                rc == RLOCK_EPERM);
@@ -284,8 +297,8 @@ static void check_error(const redisReply *r)
         FUZZ_CHECK(rc == RLOCK_EPERM); /* an ACL's refusal, by its code */
     else
         FUZZ_CHECK(rc == RLOCK_EAUTH || rc == RLOCK_EREDIS);
-    msg = rlock_client_errmsg(&fake_client);
-    FUZZ_CHECK(msg != NULL && strlen(msg) < 512);
+    msg = e.msg;
+    FUZZ_CHECK(e.code == rc && memchr(msg, '\0', sizeof e.msg) != NULL);
 }
 
 /* A token-layout value: 0, or exactly the digits after the last ':'. */
@@ -434,8 +447,6 @@ static void feed_wrapped(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!fake_client.where[0])
-        snprintf(fake_client.where, sizeof fake_client.where, "127.0.0.1:6379");
     feed((const char *)data, size);
     feed_wrapped(data, size);
     return 0;

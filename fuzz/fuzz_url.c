@@ -17,9 +17,9 @@
  * The same input also goes to the parsers of the other URL kinds:
  *  - a host:port list (Sentinel's and Cluster's) gives 1 to max entries,
  *    each a TCP address as above, and frees what it parsed on failure;
- *  - redis-sentinel:// gives sentinels and a master name without '/';
- *    redis-cluster:// gives seeds; redlock:// gives a drift in [0, 1) and
- *    a node timeout in [1, 60000]; all refuse with EINVAL or ENOMEM;
+ *  - what follows redis-sentinel:// gives sentinels and a master name
+ *    without '/'; what follows redlock:// gives a drift in [0, 1) and a
+ *    node timeout in [1, 60000]; both refuse with EINVAL or ENOMEM;
  *  - a key's cluster slot is in [0, 16383], and keys that share a hash tag
  *    share a slot (CRC16 checked against the reference "123456789").
  */
@@ -28,7 +28,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "internal.h"
+#include "backend/backend.h"
+#include "util/url.h"
 
 #include "fuzz.h"
 
@@ -90,6 +91,7 @@ static void check_round_trip(const rlock__url *u)
     size_t len = strlen(name) + 64;
     char *url = malloc(len);
     rlock__url v;
+    rlock__err e;
 
     FUZZ_CHECK(url != NULL);
     if (u->path)
@@ -98,7 +100,7 @@ static void check_round_trip(const rlock__url *u)
         snprintf(url, len, "redis://[%s]:%d/%d", u->host, u->port, u->db);
     else
         snprintf(url, len, "redis://%s:%d/%d", u->host, u->port, u->db);
-    FUZZ_CHECK(rlock__url_parse(url, &v) == RLOCK_OK);
+    FUZZ_CHECK(rlock__url_parse(url, &v, &e) == RLOCK_OK);
     FUZZ_CHECK((v.host == NULL) == (u->host == NULL));
     FUZZ_CHECK(!u->host || strcmp(v.host, u->host) == 0);
     FUZZ_CHECK(!u->path || strcmp(v.path, u->path) == 0);
@@ -137,8 +139,9 @@ static void check_shown(const char *s, int has_password)
 static void check_list(const char *s)
 {
     rlock__url list[4];
+    rlock__err e;
     int n = -1, i,
-        rc = rlock__url_list_parse(s, s + strlen(s), list, 4, &n, "fuzz");
+        rc = rlock__url_list_parse(s, s + strlen(s), list, 4, &n, "fuzz", &e);
 
     FUZZ_CHECK(n >= 0 && n <= 4);
     if (rc == RLOCK_OK)
@@ -154,42 +157,35 @@ static void check_list(const char *s)
 
 static void check_deployments(const char *s)
 {
-    rlock_client *c = calloc(1, sizeof *c);
-    int rc, i;
+    rlock__url list[16];
+    char *master = NULL;
+    const char *end = NULL;
+    double drift = -1;
+    int rc, i, n = -1, db = -1, node_timeout = -1;
+    rlock__err e;
 
-    FUZZ_CHECK(c != NULL);
-    rc = rlock__sentinel_parse(c, s);
+    rc = rlock__sentinel_parse(s, list, 16, &n, &master, &db, &e);
+    FUZZ_CHECK(n >= 0 && n <= 16);
     if (rc == RLOCK_OK) {
-        FUZZ_CHECK(c->nsentinels >= 1 && c->master_name && c->master_name[0] &&
-                   !strchr(c->master_name, '/'));
-        for (i = 0; i < c->nsentinels; i++)
-            check_fields(&c->sentinels[i]);
-        FUZZ_CHECK(memchr(c->where, '\0', sizeof c->where) != NULL);
+        FUZZ_CHECK(n >= 1 && master && master[0] && !strchr(master, '/'));
+        FUZZ_CHECK(db >= 0);
+    } else {
+        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
+        FUZZ_CHECK(memchr(e.msg, '\0', sizeof e.msg) != NULL);
+    }
+    for (i = 0; i < n; i++) {
+        check_fields(&list[i]);
+        rlock__url_free(&list[i]);
+    }
+    free(master);
+    rc = rlock__redlock_parse(s, &drift, &node_timeout, &end, &e);
+    if (rc == RLOCK_OK) {
+        FUZZ_CHECK(drift >= 0 && drift < 1);
+        FUZZ_CHECK(node_timeout >= 1 && node_timeout <= 60000);
+        FUZZ_CHECK(end > s && end <= s + strlen(s));
     } else {
         FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
     }
-    rlock__sentinel_free(c);
-    rc = rlock__cluster_parse(c, s);
-    if (rc == RLOCK_OK) {
-        FUZZ_CHECK(c->nseeds >= 1 && c->cluster);
-        for (i = 0; i < c->nseeds; i++)
-            check_fields(&c->seeds[i]);
-    } else {
-        FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
-    }
-    rlock__cluster_free(c);
-    {
-        const char *end = NULL;
-        rc = rlock__rl_parse(c, s, &end);
-        if (rc == RLOCK_OK) {
-            FUZZ_CHECK(c->drift >= 0 && c->drift < 1);
-            FUZZ_CHECK(c->node_timeout_ms >= 1 && c->node_timeout_ms <= 60000);
-            FUZZ_CHECK(end > s && end <= s + strlen(s));
-        } else {
-            FUZZ_CHECK(rc == RLOCK_EINVAL || rc == RLOCK_ENOMEM);
-        }
-    }
-    free(c);
 }
 
 static void check_slot(const char *s)
@@ -217,7 +213,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_cstr(data, size);
     rlock__url u;
-    int rc = rlock__url_parse(s, &u);
+    rlock__err e;
+    int rc = rlock__url_parse(s, &u, &e);
 
     if (rc == RLOCK_OK) {
         check_fields(&u);

@@ -16,7 +16,7 @@ TEST(strerror_names_every_code)
                    RLOCK_EREDIS,  RLOCK_EPROTO,   RLOCK_EIO,
                    RLOCK_ECANCELED, RLOCK_EREPLICAS, RLOCK_EUNAVAILABLE,
                    RLOCK_EQUORUM, RLOCK_ENOREPLY, RLOCK_EPERM,
-                   RLOCK_ENOTLOCK};
+                   RLOCK_ENOTLOCK, RLOCK_ENOTIFY};
     size_t i, j;
 
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -37,6 +37,7 @@ TEST(strerror_names_every_code)
     CHECK_INT(RLOCK_ENOREPLY, ==, -16);
     CHECK_INT(RLOCK_EPERM, ==, -17);
     CHECK_INT(RLOCK_ENOTLOCK, ==, -18);
+    CHECK_INT(RLOCK_ENOTIFY, ==, -19);
 }
 
 TEST(version_matches_header)

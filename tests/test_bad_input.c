@@ -38,6 +38,7 @@ enum msg_from {
     MSG_C,        /* rlock_client_errmsg(c) */
     MSG_C2,       /* rlock_client_errmsg(c2) */
     MSG_RETURNED, /* a string the call returned, or captured elsewhere */
+    MSG_OWNER,    /* rlock_owner_errmsg(owner) */
 };
 
 /* A row either must send nothing (the default) or may talk to Redis (a
@@ -69,6 +70,7 @@ struct bi {
     rlock_mutex *m;      /* "bi-free": nobody holds it */
     rlock_mutex *held;   /* "bi-held": held by the main thread through c */
     rlock_mutex *other;  /* "bi-held" through c2 */
+    rlock_owner *owner;  /* an owner that holds nothing */
     const struct row *row;
     const char *ret; /* MSG_RETURNED */
     char buf[512];   /* an expanded URL, or a message read elsewhere */
@@ -852,6 +854,110 @@ static long long with_wait_n(struct bi *t)
     return with_result(t, rlock_with(t->m, t->row->n, with_fn, t));
 }
 
+/* rlock_owner_* and the _as calls: another owner than the thread that
+ * holds "bi-held" */
+
+static long long owner_new_err_null(struct bi *t)
+{
+    rlock_owner *o = rlock_owner_new(NULL);
+
+    (void)t;
+    if (!o)
+        return RT_NULL;
+    rlock_owner_free(o);
+    return RT_HANDLE;
+}
+
+static long long owner_free_null(struct bi *t)
+{
+    (void)t;
+    rlock_owner_free(NULL);
+    return 0;
+}
+
+static long long owner_errmsg_null(struct bi *t)
+{
+    t->ret = rlock_owner_errmsg(NULL);
+    return t->ret && !*t->ret ? 0 : RT_MISMATCH;
+}
+
+static long long lock_as_null_mutex(struct bi *t)
+{
+    return rlock_mutex_lock_as(NULL, t->owner);
+}
+
+static long long lock_as_null_owner(struct bi *t)
+{
+    return rlock_mutex_lock_as(t->m, NULL);
+}
+
+static long long trylock_as_null_mutex(struct bi *t)
+{
+    return rlock_mutex_trylock_as(NULL, t->owner);
+}
+
+static long long trylock_as_null_owner(struct bi *t)
+{
+    return rlock_mutex_trylock_as(t->m, NULL);
+}
+
+static long long timedlock_as_null_owner(struct bi *t)
+{
+    return rlock_mutex_timedlock_as(t->m, NULL, t->row->n);
+}
+
+static long long timedlock_as_n(struct bi *t)
+{
+    return rlock_mutex_timedlock_as(t->m, t->owner, t->row->n);
+}
+
+static long long unlock_as_null_owner(struct bi *t)
+{
+    return rlock_mutex_unlock_as(t->held, NULL);
+}
+
+static long long unlock_as_held(struct bi *t)
+{
+    return rlock_mutex_unlock_as(t->held, t->owner);
+}
+
+static long long extend_as_null_mutex(struct bi *t)
+{
+    return rlock_mutex_extend_as(NULL, t->owner, 1000);
+}
+
+static long long extend_as_held_n(struct bi *t)
+{
+    return rlock_mutex_extend_as(t->held, t->owner, t->row->n);
+}
+
+static long long token_as_null_owner(struct bi *t)
+{
+    return (long long)rlock_mutex_token_as(t->held, NULL);
+}
+
+static long long token_as_held(struct bi *t)
+{
+    return (long long)rlock_mutex_token_as(t->held, t->owner);
+}
+
+static long long with_as_null_owner(struct bi *t)
+{
+    t->fn_calls = 0;
+    return with_result(t, rlock_with_as(t->m, NULL, 0, with_fn, t));
+}
+
+static long long with_as_null_fn(struct bi *t)
+{
+    return rlock_with_as(t->m, t->owner, 0, NULL, t);
+}
+
+static long long with_as_wait_n(struct bi *t)
+{
+    t->fn_calls = 0;
+    return with_result(t, rlock_with_as(t->m, t->owner, t->row->n, with_fn, t));
+}
+
 /* rlock_mutex_status */
 
 static long long status_null_mutex(struct bi *t)
@@ -906,8 +1012,8 @@ static const struct row rows[] = {
     /* rlock_strerror: numbers rlock never returns. */
     ROWN(rlock_strerror, "1 (positive)", strerror_n, 0, "unknown error code",
          MSG_RETURNED, 1),
-    ROWN(rlock_strerror, "-19 (one past the last code)", strerror_n, 0,
-         "unknown error code", MSG_RETURNED, -19),
+    ROWN(rlock_strerror, "-20 (one past the last code)", strerror_n, 0,
+         "unknown error code", MSG_RETURNED, -20),
     ROWN(rlock_strerror, "-999", strerror_n, 0, "unknown error code",
          MSG_RETURNED, -999),
     ROWN(rlock_strerror, "INT_MIN", strerror_n, 0, "unknown error code",
@@ -1305,6 +1411,48 @@ static const struct row rows[] = {
     ROW(rlock_mutex_client, "a mutex: its client", client_of_m, 0, NULL,
         MSG_NONE),
 
+    ROW(rlock_owner_new, "err NULL is allowed", owner_new_err_null, RT_HANDLE,
+        NULL, MSG_NONE),
+    ROW(rlock_owner_free, "NULL is a no-op", owner_free_null, 0, NULL,
+        MSG_NONE),
+    ROW(rlock_owner_errmsg, "NULL: \"\"", owner_errmsg_null, 0, NULL,
+        MSG_NONE),
+    ROW(rlock_mutex_lock_as, "mutex NULL", lock_as_null_mutex, RLOCK_EINVAL,
+        "mutex is NULL", MSG_OWNER),
+    ROW(rlock_mutex_lock_as, "owner NULL", lock_as_null_owner, RLOCK_EINVAL,
+        "owner is NULL", MSG_C),
+    ROW(rlock_mutex_trylock_as, "mutex NULL", trylock_as_null_mutex,
+        RLOCK_EINVAL, "mutex is NULL", MSG_OPEN),
+    ROW(rlock_mutex_trylock_as, "owner NULL", trylock_as_null_owner,
+        RLOCK_EINVAL, "owner is NULL", MSG_C),
+    ROWN(rlock_mutex_timedlock_as, "owner NULL", timedlock_as_null_owner,
+         RLOCK_EINVAL, "owner is NULL", MSG_C, 10),
+    ROWN(rlock_mutex_timedlock_as, "wait_ms -1", timedlock_as_n, RLOCK_EINVAL,
+         "wait_ms", MSG_OWNER, -1),
+    ROWN(rlock_mutex_timedlock_as, "wait_ms RLOCK_MS_MAX + 1", timedlock_as_n,
+         RLOCK_EINVAL, "wait_ms", MSG_C, MS_OVER),
+    ROW(rlock_mutex_unlock_as, "owner NULL", unlock_as_null_owner,
+        RLOCK_EINVAL, "owner is NULL", MSG_C),
+    ROW(rlock_mutex_unlock_as, "an owner that is not the holding thread",
+        unlock_as_held, RLOCK_ENOTOWNER, "this owner holds no lock",
+        MSG_OWNER),
+    ROW(rlock_mutex_extend_as, "mutex NULL", extend_as_null_mutex,
+        RLOCK_EINVAL, "mutex is NULL", MSG_OWNER),
+    ROWN(rlock_mutex_extend_as, "lease_ms 0", extend_as_held_n, RLOCK_EINVAL,
+         "lease_ms", MSG_OWNER, 0),
+    ROWN(rlock_mutex_extend_as, "an owner that is not the holding thread",
+         extend_as_held_n, RLOCK_ENOTOWNER, "holds no lock", MSG_C, 1000),
+    ROW(rlock_mutex_token_as, "owner NULL: 0", token_as_null_owner, 0, NULL,
+        MSG_NONE),
+    ROW(rlock_mutex_token_as, "an owner that is not the holding thread: 0",
+        token_as_held, 0, NULL, MSG_NONE),
+    ROW(rlock_with_as, "owner NULL", with_as_null_owner, RLOCK_EINVAL,
+        "must not be NULL", MSG_C),
+    ROW(rlock_with_as, "fn NULL", with_as_null_fn, RLOCK_EINVAL,
+        "must not be NULL", MSG_OWNER),
+    ROWN(rlock_with_as, "wait_ms -2", with_as_wait_n, RLOCK_EINVAL, "wait_ms",
+         MSG_OWNER, -2),
+
     ROW(rlock_mutex_lock, "mutex NULL", lock_null, RLOCK_EINVAL,
         "mutex is NULL", MSG_OPEN),
     ROW(rlock_mutex_trylock, "mutex NULL", trylock_null, RLOCK_EINVAL,
@@ -1444,6 +1592,16 @@ static const char *const api_functions[] = {
     "rlock_mutex_extend",
     "rlock_mutex_token",
     "rlock_with",
+    "rlock_owner_new",
+    "rlock_owner_free",
+    "rlock_owner_errmsg",
+    "rlock_mutex_lock_as",
+    "rlock_mutex_trylock_as",
+    "rlock_mutex_timedlock_as",
+    "rlock_mutex_unlock_as",
+    "rlock_mutex_extend_as",
+    "rlock_mutex_token_as",
+    "rlock_with_as",
     "rlock_mutex_status",
     "rlock_mutex_force_unlock",
 };
@@ -1564,6 +1722,9 @@ static int run_row(struct bi *t, const struct row *r)
     case MSG_RETURNED:
         msg = t->ret;
         break;
+    case MSG_OWNER:
+        msg = rlock_owner_errmsg(t->owner);
+        break;
     default:
         break;
     }
@@ -1624,6 +1785,8 @@ TEST(bad_input_to_every_public_function_is_refused_and_changes_nothing)
     mo.lease_ms = 10 * 60 * 1000;
     t->held = rt_mutex(t->c, "bi-held", &mo);
     t->other = rt_mutex(t->c2, "bi-held", &mo);
+    t->owner = rlock_owner_new(NULL);
+    CHECK(t->owner != NULL);
     CHECK_RC(rlock_mutex_lock(t->held), RLOCK_OK);
     CHECK(rlock_mutex_token(t->held) != 0);
 
@@ -1672,6 +1835,7 @@ TEST(bad_input_to_every_public_function_is_refused_and_changes_nothing)
     free(t->huge);
     rlock_mutex_free(t->held);
     rlock_mutex_free(t->other);
+    rlock_owner_free(t->owner);
     rlock_mutex_free(t->m);
     rlock_client_close(t->quiet);
     rlock_client_close(t->c2);

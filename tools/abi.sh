@@ -5,7 +5,9 @@
 #   tools/abi.sh            check; exit 1 on an incompatible change
 #   tools/abi.sh --update   write the baseline from a fresh build
 # Needs abigail-tools (abidw, abidiff). Only the types reachable from the
-# public headers (include/rlock) count.
+# public headers (include/rlock) count, and of those only what the headers
+# define: the insides of the opaque handles (rlock_client, rlock_mutex,
+# rlock_owner), defined in src/, are not ABI (--drop-private-types).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RLOCK_ABI_BUILD:-build/abi}
@@ -19,12 +21,14 @@ so=$(find "$build" -maxdepth 1 -name 'librlock.so.*.*' | head -1)
 
 if [ "${1:-}" = --update ]; then
     abidw --no-corpus-path --no-comp-dir-path --headers-dir include/rlock \
+        --drop-private-types --short-locs \
         --out-file "$baseline" "$so"
     echo "tools/abi.sh: wrote $baseline from $so"
     exit 0
 fi
 
 abidw --no-corpus-path --no-comp-dir-path --headers-dir include/rlock \
+    --drop-private-types --short-locs \
     --out-file "$build/librlock.abi" "$so"
 set +e
 abidiff "$baseline" "$build/librlock.abi" > "$build/abidiff.txt"

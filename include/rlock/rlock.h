@@ -13,11 +13,14 @@
  * client; the name is a byte string, the same name on every process and host
  * means the same lock.
  *
- * The owner of a hold is the pair (client handle, calling thread). The same
- * thread locking again through the same client is a re-entry: it increments
- * a hold count, and the lock is released when unlock has been called as many
- * times as lock. Two threads of one process are two owners and exclude each
- * other like two processes do. A forked child is never the owner of its
+ * The owner of a hold is the pair (client handle, calling thread), or,
+ * with the _as calls, (client handle, rlock_owner): an owner object that
+ * any thread may act as (a task of a thread pool, a coroutine, an event
+ * loop's callback), see "Owners" below. The same owner locking again
+ * through the same client is a re-entry: it increments a hold count, and
+ * the lock is released when unlock has been called as many times as lock.
+ * Two threads of one process are two owners and exclude each other like
+ * two processes do. A forked child is never the owner of its
  * parent's holds: on its first call a client inherited through fork()
  * takes a new identity and new connections, and forgets (without
  * releasing) the parent's holds. In the child, make that first call from
@@ -123,6 +126,10 @@ extern "C" {
                                  (ACL: NOPERM) */
 #define RLOCK_ENOTLOCK (-18)  /* the key is not a lock of the mutex's
                                  layout (someone's data); left untouched */
+#define RLOCK_ENOTIFY (-19)   /* the lock was released (or removed), but
+                                 its waiters could not be notified (an ACL
+                                 without PUBLISH): they take it when their
+                                 own timers wake them; nothing is held */
 
 /* Longest lock name in bytes. Names may hold any bytes, NUL included
  * (see rlock_mutex_new_len). */
@@ -137,6 +144,7 @@ extern "C" {
 
 typedef struct rlock_client rlock_client;
 typedef struct rlock_mutex rlock_mutex;
+typedef struct rlock_owner rlock_owner;
 
 /*
  * Returns a static, English description of an error code ("no error" for
@@ -515,10 +523,15 @@ RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
  * this name through this client (nothing is sent, the real owner's lock is
  * untouched); RLOCK_ELOST if the hold was lost (expired, deleted, taken by
  * another owner) — the local hold is forgotten and another owner's lock is
- * untouched; RLOCK_EIO / RLOCK_ENOREPLY / RLOCK_EREDIS / RLOCK_EPROTO (the
- * hold is kept, call again). Returns within command_timeout_ms of its
- * start; RLOCK_ELOST without a round trip once the hold's lease, as this
- * client counts it, has ended. Thread-safe.
+ * untouched; RLOCK_ENOTIFY if the lock was released (the hold is gone, do
+ * not call again) but the waiter it was handed to, or the peers' waiters,
+ * could not be notified (an ACL user without PUBLISH; the message gives
+ * Redis's words): they take the lock when their own timers wake them (at
+ * most the waiter's keep-alive, waiter_ttl_ms / 3, or their backoff);
+ * RLOCK_EIO / RLOCK_ENOREPLY / RLOCK_EREDIS / RLOCK_EPROTO (the hold is
+ * kept, call again). Returns within command_timeout_ms of its start;
+ * RLOCK_ELOST without a round trip once the hold's lease, as this client
+ * counts it, has ended. Thread-safe.
  */
 RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
 
@@ -562,6 +575,68 @@ RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
  */
 RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
                          int (*fn)(void *arg, uint64_t token), void *arg);
+
+/* ------------------------------------------------------------------------ */
+/* Owners                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An owner that is not a thread. The pthread-like calls above act as the
+ * calling thread; each has an _as variant that acts as an rlock_owner
+ * instead, which any thread may use: lock as an owner on one thread and
+ * unlock as it on another, or hand a hold from task to task. Re-entry is
+ * counted per owner, as for threads: an owner that holds a lock and locks
+ * it again re-enters it, whichever thread makes the call, and the calling
+ * thread's own holds are separate from the owner's. An owner may be used
+ * with any number of clients and mutexes; calls as one owner on the same
+ * mutex must not overlap (as a thread's cannot), calls on different
+ * mutexes may.
+ *
+ * Each owner keeps the detail of the last error of a call made as it
+ * (rlock_owner_errmsg), beside the calling thread's record
+ * (rlock_client_errmsg), so that one task's error is not overwritten by
+ * another task's on the same thread.
+ */
+
+/*
+ * Creates an owner. Returns it, or NULL with *err (err may be NULL) set to
+ * RLOCK_ENOMEM. Nothing is sent to Redis. Thread-safe.
+ */
+RLOCK_API rlock_owner *rlock_owner_new(int *err);
+
+/*
+ * Frees the owner. Holds it still has are forgotten, not released, as
+ * rlock_mutex_free forgets a mutex's holds: they are no longer renewed,
+ * and their keys expire at the end of their lease. No call as the owner
+ * may be running. NULL is a no-op.
+ */
+RLOCK_API void rlock_owner_free(rlock_owner *o);
+
+/*
+ * The detail of the last error that a call made as owner o returned
+ * ("" if none, or for o = NULL). The string belongs to the owner and
+ * stays valid until its next failed call or rlock_owner_free; read it on
+ * the thread that made the call, before the next call as o.
+ */
+RLOCK_API const char *rlock_owner_errmsg(rlock_owner *o);
+
+/*
+ * rlock_mutex_lock, _trylock, _timedlock, _unlock, _extend, _token and
+ * rlock_with, acting as owner o instead of the calling thread; each
+ * returns what its pthread-like counterpart returns, RLOCK_EINVAL (0 for
+ * rlock_mutex_token_as) for a NULL m or o, and records its error detail
+ * for o too. Thread-safe in the sense above.
+ */
+RLOCK_API int rlock_mutex_lock_as(rlock_mutex *m, rlock_owner *o);
+RLOCK_API int rlock_mutex_trylock_as(rlock_mutex *m, rlock_owner *o);
+RLOCK_API int rlock_mutex_timedlock_as(rlock_mutex *m, rlock_owner *o,
+                                       int64_t wait_ms);
+RLOCK_API int rlock_mutex_unlock_as(rlock_mutex *m, rlock_owner *o);
+RLOCK_API int rlock_mutex_extend_as(rlock_mutex *m, rlock_owner *o,
+                                    int64_t lease_ms);
+RLOCK_API uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o);
+RLOCK_API int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
+                            int (*fn)(void *arg, uint64_t token), void *arg);
 
 /* ------------------------------------------------------------------------ */
 /* Administration                                                           */
@@ -619,7 +694,9 @@ RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
  * next unlock or renewal reports RLOCK_ELOST) and hands it to the first
  * queued waiter. If removed is not NULL it receives what was removed
  * (removed->held = 0 if the lock was free). Returns RLOCK_OK, RLOCK_EINVAL,
- * RLOCK_ENOTLOCK (the key is not a lock: nothing was removed), RLOCK_EREDIS
+ * RLOCK_ENOTLOCK (the key is not a lock: nothing was removed),
+ * RLOCK_ENOTIFY (removed, but the waiters could not be told, as for
+ * rlock_mutex_unlock; *removed is filled), RLOCK_EREDIS
  * or a connection error, within command_timeout_ms of its start. Redlock:
  * each node checks its own keys; RLOCK_ENOTLOCK if any node refused (the
  * nodes that held a lock had it removed). Thread-safe.

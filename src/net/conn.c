@@ -461,7 +461,9 @@ static int start(const rlock__endpoint *ep, int64_t deadline_ns,
     if (ep->tls) {
         const char *name = ep->sni ? ep->sni : ep->host ? ep->host : "";
 
-        rc = rlock__tls_attach(c, ep->tls, name, err);
+        rc = ep->attach ? ep->attach(c, ep->tls, name, err) : RLOCK_EINVAL;
+        if (!ep->attach)
+            set_err(err, rc, "TLS asked for, but no TLS transport given");
         if (rc != RLOCK_OK) {
             rlock__conn_close(c);
             return rc;
@@ -537,6 +539,18 @@ int rlock__conn_fd(const rlock__conn *c)
 void rlock__conn_set_push(rlock__conn *c, int on)
 {
     c->push = on;
+}
+
+int rlock__conn_stage(const rlock__conn *c)
+{
+    return c->connecting    ? RLOCK__CONN_CONNECTING
+           : c->handshaking ? RLOCK__CONN_HANDSHAKING
+                            : RLOCK__CONN_UP;
+}
+
+int rlock__conn_up(const rlock__conn *c)
+{
+    return rlock__conn_stage(c) == RLOCK__CONN_UP;
 }
 
 const rlock__neterr *rlock__conn_error(const rlock__conn *c)

@@ -52,17 +52,6 @@ typedef struct rlock__bounds {
 
 typedef struct rlock__tls_ctx rlock__tls_ctx; /* tls.c */
 
-/* Where and how to connect. Strings are borrowed for the call only. */
-typedef struct rlock__endpoint {
-    const char *host; /* NULL with a unix socket path */
-    int port;
-    const char *path;
-    const rlock__tls_ctx *tls; /* NULL: plain text */
-    const char *sni; /* TLS: the name to send and verify (NULL: host) */
-    rlock__bounds bounds;
-    int keepalive; /* TCP keep-alive probes (TCP only) */
-} rlock__endpoint;
-
 typedef struct rlock__conn rlock__conn;
 
 /* The text of an error, with the code that goes with it. */
@@ -70,6 +59,22 @@ typedef struct rlock__neterr {
     int code; /* RLOCK_E* */
     char msg[256];
 } rlock__neterr;
+
+/* Where and how to connect. Strings are borrowed for the call only. */
+typedef struct rlock__endpoint {
+    const char *host; /* NULL with a unix socket path */
+    int port;
+    const char *path;
+    const rlock__tls_ctx *tls; /* NULL: plain text */
+    /* With tls: sets TLS up on the connected socket (rlock__tls_attach,
+     * net/tls.h), so that the connection itself names no transport. */
+    int (*attach)(rlock__conn *c, const rlock__tls_ctx *ctx,
+                  const char *server_name, rlock__neterr *err);
+    const char *sni; /* TLS: the name to send and verify (NULL: host) */
+    rlock__bounds bounds;
+    int keepalive; /* TCP keep-alive probes (TCP only) */
+} rlock__endpoint;
+
 
 /*
  * Opens a connection to ep and completes the transport's handshake (TCP
@@ -143,6 +148,14 @@ void rlock__conn_discard(rlock__conn *c, size_t n);
  * rlock__conn_take. Without it, bytes that no command asked for break
  * the connection (a healthy RESP2 server sends none). */
 void rlock__conn_set_push(rlock__conn *c, int on);
+
+/* How far a connection got: RLOCK__CONN_CONNECTING (the TCP or unix
+ * connect is under way), RLOCK__CONN_HANDSHAKING (the transport's own
+ * handshake, TLS, is) or RLOCK__CONN_UP. */
+enum { RLOCK__CONN_CONNECTING, RLOCK__CONN_HANDSHAKING, RLOCK__CONN_UP };
+int rlock__conn_stage(const rlock__conn *c);
+/* rlock__conn_stage(c) == RLOCK__CONN_UP. */
+int rlock__conn_up(const rlock__conn *c);
 
 /* The error that broke the connection (code 0 if it is healthy). */
 const rlock__neterr *rlock__conn_error(const rlock__conn *c);

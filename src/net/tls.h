@@ -23,4 +23,10 @@ int rlock__tls_ctx_new(const rlock__tls_opts *o, rlock__tls_ctx **out,
                        rlock__neterr *err);
 void rlock__tls_ctx_free(rlock__tls_ctx *t);
 
+/* Sets up TLS on c's connected socket (tls.c): the transport and its
+ * state. server_name: what the certificate must name (host name or
+ * address) and what SNI sends, unless the context says otherwise. */
+int rlock__tls_attach(rlock__conn *c, const rlock__tls_ctx *ctx,
+                      const char *server_name, rlock__neterr *err);
+
 #endif

@@ -35,12 +35,6 @@ typedef struct rlock__transport {
 
 extern const rlock__transport rlock__plain_transport;
 
-/* Sets up TLS on c's connected socket (tls.c): the transport and its
- * state. server_name: what the certificate must name (host name or
- * address) and what SNI sends, unless the context says otherwise. */
-int rlock__tls_attach(rlock__conn *c, const rlock__tls_ctx *ctx,
-                      const char *server_name, rlock__neterr *err);
-
 /* The parts of a connection its transport may use. */
 int rlock__conn_sock(const rlock__conn *c);
 void *rlock__conn_tdata(const rlock__conn *c);

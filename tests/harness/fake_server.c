@@ -64,7 +64,7 @@ static int is_handshake(const redisReply *r)
         return 0;
     cmd = r->element[0]->str;
     return strcasecmp(cmd, "AUTH") == 0 || strcasecmp(cmd, "SELECT") == 0 ||
-           strcasecmp(cmd, "SCRIPT") == 0;
+           strcasecmp(cmd, "SCRIPT") == 0 || strcasecmp(cmd, "PING") == 0;
 }
 
 static void answer_healthy(fconn *c, const redisReply *r)

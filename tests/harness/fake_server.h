@@ -9,9 +9,9 @@
  * misbehaviour starts it answers like a server that knows rlock: a SCRIPT
  * LOAD gets a 40-character digest, PING gets PONG, anything else +OK. The
  * misbehaviour starts at the first request (at_open = 1: the client's
- * handshake meets it) or at the first request that is not AUTH, SELECT or
- * SCRIPT (at_open = 0: the client opens fine, its first real call meets
- * it), and then every request of that connection gets it.
+ * handshake meets it) or at the first request that is not AUTH, SELECT,
+ * SCRIPT or PING (at_open = 0: the client opens fine, its first real call
+ * meets it), and then every request of that connection gets it.
  *
  * One thread runs the poll loop; an endless reply is capped (256 MiB a
  * connection) so that a broken client cannot take the machine down.

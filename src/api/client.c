@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The client's public functions: options, opening (connect at once, by
+ * the backend the URL names), closing, ping, cancelling waits, the error
+ * detail, and what happens to a client inherited through fork().
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/error.h"
+#include "core/fork.h"
+#include "layout/layout.h"
+#include "net/tls.h"
+#include "util/clock.h"
+
+static atomic_uint_fast64_t next_serial = 1;
+
+void rlock_client_opts_init(rlock_client_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 2000;
+    o->watchdog_lease_ms = 30000;
+    o->waiter_ttl_ms = 5000;
+    o->use_pubsub = 1;
+    o->backoff_min_ms = 5;
+    o->backoff_max_ms = 100;
+    o->max_connections = 4;
+    o->key_prefix = "rlock";
+    o->sync_timeout_ms = 1000;
+}
+
+static int check_opts(const rlock_client_opts *o, rlock__call *call)
+{
+    if (o->connect_timeout_ms <= 0)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "connect_timeout_ms must be > 0");
+    if (o->command_timeout_ms <= 0)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "command_timeout_ms must be > 0");
+    if (o->watchdog_lease_ms < 30 || o->watchdog_lease_ms > RLOCK_MS_MAX)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "watchdog_lease_ms must be in [30, RLOCK_MS_MAX]");
+    if (o->waiter_ttl_ms < 30 || o->waiter_ttl_ms > RLOCK_MS_MAX)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "waiter_ttl_ms must be in [30, RLOCK_MS_MAX]");
+    if (o->backoff_min_ms < 1 || o->backoff_max_ms < o->backoff_min_ms)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "need 1 <= backoff_min_ms <= backoff_max_ms");
+    if (o->max_reply_bytes < 0 ||
+        (o->max_reply_bytes > 0 && o->max_reply_bytes < 1024))
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "max_reply_bytes must be 0 (default) or >= 1024");
+    if (o->max_bulk_bytes < 0 || o->max_array_elements < 0)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "max_bulk_bytes and max_array_elements must be "
+                           ">= 0 (0: default)");
+    if (o->max_depth < 0 || o->max_depth > RLOCK__BOUND_DEPTH_MAX)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "max_depth must be 0 (default) to 7");
+    if (o->max_connections < 1 || o->max_connections > 1024)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "max_connections must be in [1, 1024]");
+    if (!o->key_prefix || !o->key_prefix[0] || strpbrk(o->key_prefix, "{}") ||
+        strlen(o->key_prefix) > 64)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "key_prefix must be 1 to 64 bytes without '{' "
+                           "or '}'");
+    if (o->username && !o->password)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "username given without password");
+    if (o->sync_replicas < 0 || o->sync_replicas > RLOCK__SYNC_MAX)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "sync_replicas must be in [0, %d]", RLOCK__SYNC_MAX);
+    if (o->sync_timeout_ms <= 0)
+        return rlock__fail(call, RLOCK_EINVAL, "sync_timeout_ms must be > 0");
+    return RLOCK_OK;
+}
+
+static void init_sync(rlock_client *c)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->state_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void free_client(rlock_client *c)
+{
+    rlock__bg_free(c);
+    if (c->backend)
+        c->backend->close(c);
+    rlock__hold_clear(&c->holds, NULL);
+    free(c->prefix);
+    free(c->username);
+    if (c->password) {
+        memset(c->password, 0, strlen(c->password));
+        free(c->password);
+    }
+    rlock__tls_ctx_free(c->tls);
+    free(c->tls_sni);
+    free((char *)c->opts.tls_ca_file);
+    free((char *)c->opts.tls_cert_file);
+    free((char *)c->opts.tls_key_file);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->state_cv);
+    free(c);
+}
+
+/* The parts every client has: options, identity, locks. The strings of
+ * the options are not kept (the backend copies what it needs). */
+static int init_common(rlock_client *c, const rlock_client_opts *opts,
+                       rlock__call *call)
+{
+    init_sync(c);
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    c->opts = *opts;
+    c->opts.key_prefix = NULL;
+    c->opts.username = NULL;
+    c->opts.password = NULL;
+    c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file =
+        c->opts.tls_sni = NULL;
+    /* A hand-over's lease can be as short as what is left of the
+     * waiter's place, at least about two thirds of waiter_ttl_ms. */
+    c->shortest_lease_ms = opts->waiter_ttl_ms / 2 < opts->watchdog_lease_ms
+                               ? opts->waiter_ttl_ms / 2
+                               : opts->watchdog_lease_ms;
+    c->fork_gen = rlock__fork_generation();
+    c->scripts = rlock__layout_scripts(&c->nscripts);
+    if (!(c->prefix = strdup(opts->key_prefix)) || rlock__bg_new(c, &rlock__thread_driver) != 0)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    if (rlock__random_id(c->id) != 0)
+        return rlock__fail(call, RLOCK_ENOMEM,
+                           "no randomness from getrandom(2)");
+    rlock__who(c->who);
+    return RLOCK_OK;
+}
+
+rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
+                                int *err)
+{
+    rlock_client_opts defaults;
+    rlock__call call;
+    rlock_client *c;
+    int rc, dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!opts) {
+        rlock_client_opts_init(&defaults);
+        opts = &defaults;
+    }
+    /* Opening connects by the connect timeout alone (each backend says
+     * how), also when it runs inside another call. */
+    rlock__call_init(&call, 0);
+    if ((rc = check_opts(opts, &call)) != RLOCK_OK) {
+        *err = rlock__api_done(&call, NULL, NULL, rc);
+        return NULL;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        rlock__fail(&call, RLOCK_ENOMEM, "out of memory");
+        *err = rlock__api_done(&call, NULL, NULL, RLOCK_ENOMEM);
+        return NULL;
+    }
+    rc = init_common(c, opts, &call);
+    if (rc == RLOCK_OK) {
+        c->backend = rlock__backend_for(url);
+        rc = c->backend->open(c, url, opts, &call);
+    }
+    if (rc != RLOCK_OK) {
+        free_client(c);
+        *err = rlock__api_done(&call, NULL, NULL, rc);
+        return NULL;
+    }
+    *err = RLOCK_OK;
+    return c;
+}
+
+void rlock_client_close(rlock_client *c)
+{
+    if (c)
+        free_client(c);
+}
+
+const char *rlock_client_errmsg(rlock_client *c)
+{
+    return rlock__errmsg_get(c ? c->serial : 0);
+}
+
+/*
+ * In a forked child the client's memory is a copy of the parent's: the
+ * same owner id (the child would re-enter the parent's locks), sockets
+ * shared with the parent (replies would go to either process), and a
+ * background thread that does not exist. The child gets a new identity,
+ * forgets the parent's holds without touching them, and opens its own
+ * connections. Only the thread that called fork() exists in the child, so
+ * the client's locks are re-created rather than trusted.
+ */
+void rlock__api_enter(rlock_client *c)
+{
+    unsigned gen = rlock__fork_generation();
+
+    if (c->fork_gen == gen)
+        return;
+    c->fork_gen = gen;
+    init_sync(c);
+    rlock__hold_clear(&c->holds, NULL); /* the parent's; mutexes stay */
+    c->waiters = NULL;
+    c->in_callback = NULL;
+    c->backend->after_fork(c);
+    rlock__bg_after_fork(c);
+    if (rlock__random_id(c->id) != 0)
+        c->id[0] = 'x'; /* never the parent's id, even without randomness */
+    rlock__who(c->who);
+}
+
+int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
+                    int rc)
+{
+    const char *msg;
+
+    if (rc == RLOCK_OK)
+        return rc;
+    msg = call->err.msg[0] ? call->err.msg : rlock_strerror(rc);
+    rlock__errmsg_set(c ? c->serial : 0, msg);
+    if (owner)
+        rlock__owner_set_errmsg(owner, msg);
+    return rc;
+}
+
+int rlock_client_ping(rlock_client *c, rlock_server_info *info)
+{
+    rlock__call call;
+
+    rlock__call_init(&call, 0);
+    if (!c || !info)
+        return rlock__api_done(&call, c, NULL,
+                               rlock__fail(&call, RLOCK_EINVAL,
+                                           "client and info must not be NULL"));
+    rlock__api_enter(c);
+    rlock__call_init(&call, rlock__after_ms(c->opts.command_timeout_ms));
+    memset(info, 0, sizeof *info);
+    return rlock__api_done(&call, c, NULL, c->backend->ping(c, info, &call));
+}
+
+void rlock_client_cancel_waits(rlock_client *c)
+{
+    rlock__waiter *w;
+
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->cancel_gen++;
+    for (w = c->waiters; w; w = w->next)
+        rlock__waiter_wake(w);
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mutex's public functions: create and free, and lock, unlock, extend
+ * and token as the calling thread or as an rlock_owner, the callback
+ * form, and the operators' status and forced release. Each checks its
+ * arguments, starts the call's context and hands the work to the engine.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/handles.h"
+#include "engine/engine.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+void rlock_mutex_opts_init(rlock_mutex_opts *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+static void free_mutex(rlock_mutex *m)
+{
+    int i;
+
+    for (i = 0; i < RLOCK__KEYS_MAX; i++)
+        free(m->keys[i]);
+    free(m->channel);
+    free(m->name);
+    free(m);
+}
+
+static int check_opts(rlock__call *call, const rlock_client *c,
+                      const rlock_mutex_opts *opts)
+{
+    const rlock__layout *lay = rlock__layout_of(opts->layout);
+
+    if (opts->lease_ms < 0 || opts->lease_ms > RLOCK_MS_MAX)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "lease_ms must be 0 (watchdog) or 1 to %" PRId64,
+                           RLOCK_MS_MAX);
+    if (opts->sync_replicas != RLOCK_SYNC_OFF &&
+        (opts->sync_replicas < 0 || opts->sync_replicas > RLOCK__SYNC_MAX))
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "sync_replicas must be RLOCK_SYNC_OFF or in "
+                           "[0, %d]",
+                           RLOCK__SYNC_MAX);
+    if (!lay)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "layout must be RLOCK_LAYOUT_NATIVE, "
+                           "RLOCK_LAYOUT_TOKEN or RLOCK_LAYOUT_REDISSON");
+    if (!(c->backend->flags & RLOCK__BK_ONE_COPY) &&
+        !(lay->flags & RLOCK__LAY_COPIES))
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "the %s layout is not available on %s", lay->name,
+                           c->backend->scheme ? c->backend->scheme
+                                              : c->backend->name);
+    if (opts->sync_replicas > 0 && !(c->backend->flags & RLOCK__BK_WAIT))
+        return rlock__fail(
+            call, RLOCK_EINVAL, "sync_replicas is not available on %s",
+            c->backend->scheme ? c->backend->scheme : c->backend->name);
+    return RLOCK_OK;
+}
+
+rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
+                                 size_t name_len, const rlock_mutex_opts *opts,
+                                 int *err)
+{
+    rlock_mutex_opts defaults;
+    rlock__call call;
+    rlock_mutex *m;
+    int dummy, rc;
+
+    if (!err)
+        err = &dummy;
+    rlock__call_init(&call, 0);
+    if (!c) {
+        *err =
+            rlock__api_done(&call, NULL, NULL,
+                            rlock__fail(&call, RLOCK_EINVAL, "client is NULL"));
+        return NULL;
+    }
+    rlock__api_enter(c);
+    if (!opts) {
+        rlock_mutex_opts_init(&defaults);
+        opts = &defaults;
+    }
+    if (!name)
+        rc = rlock__fail(&call, RLOCK_EINVAL, "lock name is NULL");
+    else if (name_len == 0 || name_len > RLOCK_NAME_MAX)
+        rc = rlock__fail(&call, RLOCK_EINVAL,
+                         "lock name must be 1 to %d bytes (got %zu)",
+                         RLOCK_NAME_MAX, name_len);
+    else
+        rc = check_opts(&call, c, opts);
+    if (rc != RLOCK_OK) {
+        *err = rlock__api_done(&call, c, NULL, rc);
+        return NULL;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m) {
+        *err = rlock__api_done(
+            &call, c, NULL, rlock__fail(&call, RLOCK_ENOMEM, "out of memory"));
+        return NULL;
+    }
+    m->c = c;
+    m->opts = *opts;
+    m->layout = rlock__layout_of(opts->layout);
+    m->lease_ms =
+        opts->lease_ms > 0 ? opts->lease_ms : c->opts.watchdog_lease_ms;
+    m->replicas = opts->sync_replicas == RLOCK_SYNC_OFF ? 0
+                  : opts->sync_replicas > 0             ? opts->sync_replicas
+                                                        : c->opts.sync_replicas;
+    m->name = malloc(name_len);
+    m->name_len = name_len;
+    if (m->name)
+        memcpy(m->name, name, name_len);
+    if (!m->name || m->layout->names(m, c->prefix) != RLOCK_OK) {
+        free_mutex(m);
+        *err = rlock__api_done(
+            &call, c, NULL, rlock__fail(&call, RLOCK_ENOMEM, "out of memory"));
+        return NULL;
+    }
+    if (opts->lease_ms > 0) {
+        pthread_mutex_lock(&c->mu);
+        if (opts->lease_ms < c->shortest_lease_ms)
+            c->shortest_lease_ms = opts->lease_ms;
+        pthread_mutex_unlock(&c->mu);
+    }
+    *err = RLOCK_OK;
+    return m;
+}
+
+rlock_mutex *rlock_mutex_new(rlock_client *c, const char *name,
+                             const rlock_mutex_opts *opts, int *err)
+{
+    return rlock_mutex_new_len(c, name, name ? strlen(name) : 0, opts, err);
+}
+
+void rlock_mutex_free(rlock_mutex *m)
+{
+    rlock_client *c;
+
+    if (!m)
+        return;
+    c = m->c;
+    rlock__api_enter(c);
+    pthread_mutex_lock(&c->mu);
+    while (c->in_callback == m)
+        pthread_cond_wait(&c->state_cv, &c->mu);
+    /* Forget this mutex's holds: no renewal after this point, the keys
+     * expire on their own. */
+    rlock__hold_clear(&c->holds, m);
+    if (m->subscribed)
+        rlock__sub_release(c, m);
+    pthread_mutex_unlock(&c->mu);
+    free_mutex(m);
+}
+
+rlock_client *rlock_mutex_client(rlock_mutex *m)
+{
+    return m ? m->c : NULL;
+}
+
+/* ---- lock, unlock, extend, token: as a thread or an owner --------------- */
+
+/* Checks m (and o, for the _as calls: as_owner) and starts the call.
+ * RLOCK_OK, or the argument error already recorded. */
+static int enter(rlock__call *call, rlock_mutex *m, rlock_owner *o,
+                 int as_owner, rlock__as *as)
+{
+    rlock__call_init(call, 0);
+    if (!m || (as_owner && !o))
+        return rlock__api_done(
+            call, m ? m->c : NULL, o,
+            rlock__fail(call, RLOCK_EINVAL,
+                        as_owner && m ? "owner is NULL" : "mutex is NULL"));
+    rlock__api_enter(m->c);
+    rlock__call_begin(call, m);
+    *as = as_owner ? rlock__as_owner(o) : rlock__as_thread();
+    return RLOCK_OK;
+}
+
+static int done(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
+{
+    return rlock__api_done(call, m->c, as.obj, rc);
+}
+
+static int trylock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
+{
+    rlock__call call;
+    rlock__as as;
+    uint64_t nonce;
+    int rc;
+
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    nonce = rlock__new_nonce(m->c);
+    return done(&call, m, as, rlock__attempt(&call, m, as, 't', &nonce, NULL));
+}
+
+static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
+{
+    rlock__call call;
+    rlock__as as;
+    int rc;
+
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    return done(&call, m, as, rlock__acquire(&call, m, as, 0, 1));
+}
+
+static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
+                        int64_t wait_ms)
+{
+    rlock__call call;
+    rlock__as as;
+    uint64_t nonce;
+    int rc;
+
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    if (wait_ms < 0 || wait_ms > RLOCK_MS_MAX)
+        return done(&call, m, as,
+                    rlock__fail(&call, RLOCK_EINVAL,
+                                "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX));
+    if (wait_ms == 0) {
+        nonce = rlock__new_nonce(m->c);
+        rc = rlock__attempt(&call, m, as, 't', &nonce, NULL);
+        if (rc == RLOCK_EBUSY)
+            rc = rlock__fail(&call, RLOCK_ETIMEDOUT, "lock is busy");
+        return done(&call, m, as, rc);
+    }
+    return done(&call, m, as,
+                rlock__acquire(&call, m, as, rlock__after_ms(wait_ms), 0));
+}
+
+static int unlock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
+{
+    rlock__call call;
+    rlock__as as;
+    int rc;
+
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    return done(&call, m, as, rlock__release(&call, m, as));
+}
+
+static int extend_as(rlock_mutex *m, rlock_owner *o, int as_owner,
+                     int64_t lease_ms)
+{
+    rlock__call call;
+    rlock__as as;
+    int rc;
+
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX)
+        return done(&call, m, as,
+                    rlock__fail(&call, RLOCK_EINVAL,
+                                "lease_ms must be 1 to %" PRId64,
+                                RLOCK_MS_MAX));
+    return done(&call, m, as, rlock__extend(&call, m, as, lease_ms));
+}
+
+static uint64_t token_as(rlock_mutex *m, rlock_owner *o, int as_owner)
+{
+    if (!m || (as_owner && !o))
+        return 0;
+    rlock__api_enter(m->c);
+    return rlock__token(m, as_owner ? rlock__as_owner(o) : rlock__as_thread());
+}
+
+static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
+                   int64_t wait_ms, int (*fn)(void *arg, uint64_t token),
+                   void *arg)
+{
+    rlock__call call;
+    int rc, result;
+
+    if (!m || !fn || (as_owner && !o)) {
+        rlock__call_init(&call, 0);
+        return rlock__api_done(
+            &call, m ? m->c : NULL, o,
+            rlock__fail(&call, RLOCK_EINVAL,
+                        as_owner ? "mutex, owner and fn must not be NULL"
+                                 : "mutex and fn must not be NULL"));
+    }
+    if (wait_ms == RLOCK_WAIT_FOREVER)
+        rc = lock_as(m, o, as_owner);
+    else
+        rc = timedlock_as(m, o, as_owner, wait_ms);
+    if (rc != RLOCK_OK)
+        return rc;
+    result = fn(arg, token_as(m, o, as_owner));
+    rc = unlock_as(m, o, as_owner);
+    if (rc != RLOCK_OK && rc != RLOCK_ELOST && rc != RLOCK_ENOTIFY)
+        rc = unlock_as(m, o, as_owner);
+    if (rc == RLOCK_ELOST)
+        return rc;
+    if (rc != RLOCK_OK && rc != RLOCK_ENOTIFY)
+        /* Redis could not be reached twice: stop renewing and let the
+         * lease run out, since nobody is left to unlock. fn's work was
+         * done under a valid hold, so its result stands. */
+        rlock__forget(m, as_owner ? rlock__as_owner(o) : rlock__as_thread());
+    return result;
+}
+
+int rlock_mutex_trylock(rlock_mutex *m)
+{
+    return trylock_as(m, NULL, 0);
+}
+
+int rlock_mutex_lock(rlock_mutex *m)
+{
+    return lock_as(m, NULL, 0);
+}
+
+int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms)
+{
+    return timedlock_as(m, NULL, 0, wait_ms);
+}
+
+int rlock_mutex_unlock(rlock_mutex *m)
+{
+    return unlock_as(m, NULL, 0);
+}
+
+int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
+{
+    return extend_as(m, NULL, 0, lease_ms);
+}
+
+uint64_t rlock_mutex_token(rlock_mutex *m)
+{
+    return token_as(m, NULL, 0);
+}
+
+int rlock_with(rlock_mutex *m, int64_t wait_ms,
+               int (*fn)(void *arg, uint64_t token), void *arg)
+{
+    return with_as(m, NULL, 0, wait_ms, fn, arg);
+}
+
+int rlock_mutex_trylock_as(rlock_mutex *m, rlock_owner *o)
+{
+    return trylock_as(m, o, 1);
+}
+
+int rlock_mutex_lock_as(rlock_mutex *m, rlock_owner *o)
+{
+    return lock_as(m, o, 1);
+}
+
+int rlock_mutex_timedlock_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms)
+{
+    return timedlock_as(m, o, 1, wait_ms);
+}
+
+int rlock_mutex_unlock_as(rlock_mutex *m, rlock_owner *o)
+{
+    return unlock_as(m, o, 1);
+}
+
+int rlock_mutex_extend_as(rlock_mutex *m, rlock_owner *o, int64_t lease_ms)
+{
+    return extend_as(m, o, 1, lease_ms);
+}
+
+uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o)
+{
+    return token_as(m, o, 1);
+}
+
+int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
+                  int (*fn)(void *arg, uint64_t token), void *arg)
+{
+    return with_as(m, o, 1, wait_ms, fn, arg);
+}
+
+/* ---- the operators' calls ----------------------------------------------- */
+
+int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
+{
+    rlock__call call;
+
+    rlock__call_init(&call, 0);
+    if (!m || !st)
+        return rlock__api_done(
+            &call, m ? m->c : NULL, NULL,
+            rlock__fail(&call, RLOCK_EINVAL,
+                        "mutex and status must not be NULL"));
+    rlock__api_enter(m->c);
+    rlock__call_begin(&call, m);
+    return rlock__api_done(&call, m->c, NULL, rlock__status(&call, m, st));
+}
+
+int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
+{
+    rlock_status dummy;
+    rlock__call call;
+
+    rlock__call_init(&call, 0);
+    if (!m)
+        return rlock__api_done(
+            &call, NULL, NULL,
+            rlock__fail(&call, RLOCK_EINVAL, "mutex is NULL"));
+    rlock__api_enter(m->c);
+    rlock__call_begin(&call, m);
+    return rlock__api_done(&call, m->c, NULL,
+                           rlock__force(&call, m, removed ? removed : &dummy));
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Backends: how a deployment of Redis is reached. Each fills one table:
+ *
+ *   single.c    redis://, rediss://, unix://: one server
+ *   sentinel.c  redis-sentinel://: the master the sentinels name
+ *   cluster.c   redis-cluster://: the master of each lock's slot
+ *   redlock.c   redlock://: a majority of independent masters
+ *
+ * The lock logic above (engine/, bg/) never asks which one it runs on: it
+ * hands a request to exec and counts the results against the client's
+ * quorum (nnodes and quorum, set by open: 1 of 1 but for Redlock). What
+ * differs between deployments and matters to the lock logic is said by
+ * the flags and by the few functions below; adding a backend means one
+ * file that fills this table, and a line in registry.c.
+ */
+#ifndef RLOCK_BACKEND_BACKEND_H
+#define RLOCK_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "backend/node.h"
+#include "core/call.h"
+#include "core/handles.h"
+#include "core/request.h"
+#include "util/url.h"
+
+/* Each lock lives on one server (not on a quorum of copies): its re-entry
+ * count and its queue can be kept in Redis, its releases announced with
+ * pub/sub, and any layout used. Without it (Redlock), re-entry is counted
+ * by the client, waiting is by retries, and only layouts that can be
+ * agreed over copies serve. */
+#define RLOCK__BK_ONE_COPY 1u
+/* Writes can wait for replicas (sync_replicas). */
+#define RLOCK__BK_WAIT 2u
+
+typedef struct rlock__backend {
+    const char *name;   /* for messages */
+    const char *scheme; /* the URL prefix it serves; NULL: the default */
+    unsigned flags;     /* RLOCK__BK_* */
+
+    /* Opens the deployment at url for c, whose common parts (options,
+     * identity) are set: c->bk, c->nnodes, c->quorum, c->where, the
+     * credentials and TLS. connect: reach the servers now, as
+     * rlock_client_open promises (a majority for Redlock). Errors in
+     * call; whatever was set up is undone by close. */
+    int (*open)(rlock_client *c, const char *url, const rlock_client_opts *opts,
+                rlock__call *call);
+    /* Frees what open set up (also after a failed open). */
+    void (*close)(rlock_client *c);
+    /* In a forked child: nothing of the parent's connections is used. */
+    void (*after_fork)(rlock_client *c);
+
+    /* Runs req on the node(s) its keys live on: res gets c->nnodes
+     * results. flags: RLOCK__X_BEHIND for undos. Every reply by the
+     * call's deadline (and the backend's own timeout per node). */
+    void (*exec)(rlock_client *c, const rlock__req *req, int flags,
+                 rlock__results *res, rlock__call *call);
+    /* Which keys may go in one request together: keys of one group (a
+     * cluster slot; 0 everywhere else). */
+    int (*group)(const rlock_client *c, const char *key, size_t len);
+    /* PING and INFO server. */
+    int (*ping)(rlock_client *c, rlock_server_info *info, rlock__call *call);
+    /* A connection of its own for the subscriber (NULL: no pub/sub). */
+    int (*sub_connect)(rlock_client *c, rlock__conn **out, rlock__call *call);
+    /* How much sooner than Redis a holder gives up a lease of lease_ms
+     * (clock rates, the time to tell the holder; Redlock's drift). */
+    int64_t (*margin_ns)(const rlock_client *c, int64_t lease_ms);
+    /* Where node i is, in a message that must tell the nodes apart
+     * (" on node host:port"); "" where there is one. */
+    const char *(*node_label)(const rlock_client *c, int i, char *buf,
+                              size_t len);
+    /* The error of a request that fewer than the quorum of nodes did:
+     * ok nodes did it; res has every node's result (nodes with skip[i]
+     * set did their part and are not named). */
+    int (*failure)(rlock_client *c, const char *what, int ok,
+                   const rlock__results *res, const int *skip,
+                   rlock__call *call);
+} rlock__backend;
+
+/* The backend that serves url (by its scheme). */
+const rlock__backend *rlock__backend_for(const char *url);
+
+/* ---- what the backends share (common.c) -------------------------------- */
+
+/* The connection settings of c's nodes, from c's options. */
+void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg);
+/* Sets c's TLS (a context every connection uses) from opts, which a URL
+ * may have changed: copies of the file names, for nodes opened later. */
+int rlock__client_tls(rlock_client *c, const rlock_client_opts *opts,
+                      rlock__call *call);
+/* What a URL says of TLS, over the options. */
+void rlock__url_tls(const rlock__url *u, rlock_client_opts *eff);
+/* PING and INFO server on node n. */
+int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,
+                     rlock__call *call);
+/* The margin of one server: 1 % of the lease for clocks that run at
+ * slightly different rates, plus 2 ms (a tenth of a lease shorter than
+ * 20 ms) for the scheduling between the lease's end and the moment the
+ * holder is told. The lease is counted from before the request left, so
+ * the time it took to reach Redis is on the safe side already. */
+int64_t rlock__margin_one(const rlock_client *c, int64_t lease_ms);
+/* The failure of a one-node request: that node's own error. */
+int rlock__failure_one(rlock_client *c, const char *what, int ok,
+                       const rlock__results *res, const int *skip,
+                       rlock__call *call);
+/* node_label of a deployment of one node: "". */
+const char *rlock__label_none(const rlock_client *c, int i, char *buf,
+                              size_t len);
+/* " on k of n nodes" where a request goes to several, else "": for
+ * messages that count the nodes. */
+const char *rlock__on_nodes(const rlock_client *c, int k, char *buf,
+                            size_t len);
+/* group: everything together. */
+int rlock__group_all(const rlock_client *c, const char *key, size_t len);
+
+/* ---- the URLs of the deployments (pure; fuzz/fuzz_url.c) ---------------- */
+
+/* What follows redis-sentinel://: "host:port,.../master-name[?db=N]". */
+int rlock__sentinel_parse(const char *spec, rlock__url *sentinels, int max,
+                          int *n, char **master_name, int *db, rlock__err *e);
+/* What follows redlock://: "host:port,...[?drift=F&node_timeout_ms=N]";
+ * *list_end is where the list ends. */
+int rlock__redlock_parse(const char *spec, double *drift, int *node_timeout_ms,
+                         const char **list_end, rlock__err *e);
+/* The cluster slot of a key (its hash tag's, if it has one). */
+int rlock__key_slot(const char *key, size_t len);
+
+extern const rlock__backend rlock__backend_single;
+extern const rlock__backend rlock__backend_sentinel;
+extern const rlock__backend rlock__backend_cluster;
+extern const rlock__backend rlock__backend_redlock;
+
+#endif

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Redis Cluster (redis-cluster://host:port[,host:port...]): every key and
+ * channel of one lock shares a hash tag (the layout names them so), so
+ * each lock lives in one slot, on one master, and its scripts run there
+ * whole.
+ *
+ * The client keeps the slot map (CLUSTER SLOTS, asked of any node it
+ * knows, the seeds last) and a node per master, reached when first
+ * needed. A request goes to the master of its slot; the cluster's
+ * redirections are followed, read from the error reply itself: MOVED (the
+ * slot has a new owner: the map is corrected and read again), ASK (the
+ * slot is being migrated and the keys are on the importing node: the
+ * request is sent there once, after ASKING), TRYAGAIN (a multi-key
+ * request during a migration: tried again shortly, within the call's
+ * deadline). Notifications need nothing special: a PUBLISH on any node
+ * reaches the subscribers of every node, so the subscriber connection may
+ * be to any of them.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "util/clock.h"
+
+#define SLOTS 16384
+#define SEEDS_MAX 16
+#define MASTERS_MAX 64
+#define REDIRECTS_MAX 16
+
+typedef struct master {
+    char host[64];
+    int port;
+    rlock__node *node; /* made on first use */
+} master;
+
+typedef struct cluster {
+    rlock__url seeds[SEEDS_MAX];
+    int nseeds;
+    rlock__node_cfg cfg;
+    pthread_mutex_t mu; /* guards the table and the map */
+    master masters[MASTERS_MAX];
+    int nmasters;
+    short map[SLOTS]; /* master per slot, -1 if unknown */
+} cluster;
+
+static cluster *of(const rlock_client *c)
+{
+    return c->bk;
+}
+
+/* CRC16-CCITT (XMODEM), the key hash of Redis Cluster. */
+static unsigned crc16(const char *buf, size_t len)
+{
+    unsigned crc = 0;
+    size_t i;
+    int b;
+
+    for (i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+        for (b = 0; b < 8; b++)
+            crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff
+                               : (crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+/* The slot of a key: its hash tag's, if it has one. */
+int rlock__key_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len), *close;
+
+    if (open) {
+        size_t rest = len - (size_t)(open - key) - 1;
+        close = memchr(open + 1, '}', rest);
+        if (close && close > open + 1)
+            return (int)(crc16(open + 1, (size_t)(close - open - 1)) % SLOTS);
+    }
+    return (int)(crc16(key, len) % SLOTS);
+}
+
+static int group_cluster(const rlock_client *c, const char *key, size_t len)
+{
+    (void)c;
+    return rlock__key_slot(key, len);
+}
+
+/* Index of host:port in the table, added if new; -1 if full (mu held). */
+static int master_index(cluster *k, const char *host, int port)
+{
+    int i;
+
+    for (i = 0; i < k->nmasters; i++)
+        if (k->masters[i].port == port && strcmp(k->masters[i].host, host) == 0)
+            return i;
+    if (k->nmasters == MASTERS_MAX || strlen(host) >= 64)
+        return -1;
+    snprintf(k->masters[k->nmasters].host, sizeof k->masters[0].host, "%s",
+             host);
+    k->masters[k->nmasters].port = port;
+    return k->nmasters++;
+}
+
+/* Reads CLUSTER SLOTS from one node into the map; RLOCK_OK or the
+ * failure in call. */
+static int read_slots(rlock_client *c, const char *host, int port,
+                      rlock__call *call)
+{
+    cluster *k = of(c);
+    const char *auth[3] = {"AUTH", c->username ? c->username : c->password,
+                           c->password};
+    const char *slots[2] = {"CLUSTER", "SLOTS"};
+    rlock__cmd cmds[2];
+    redisReply *replies[2] = {0}, *r;
+    char where[96];
+    size_t i;
+    int n = 0, rc;
+
+    if (c->password) {
+        cmds[n].argc = c->username ? 3 : 2;
+        cmds[n].argv = auth;
+        cmds[n++].lens = NULL;
+    }
+    cmds[n].argc = 2;
+    cmds[n].argv = slots;
+    cmds[n++].lens = NULL;
+    snprintf(where, sizeof where, "%s:%d", host, port);
+    rc = rlock__dial(&k->cfg, host, port, where, n, cmds, replies,
+                     rlock__call_until(call, c->opts.connect_timeout_ms), call);
+    if (rc != RLOCK_OK)
+        return rc;
+    if (n == 2) {
+        if (replies[0]->type == REDIS_REPLY_ERROR)
+            rc = rlock__reply_error(where, replies[0], &call->err);
+        freeReplyObject(replies[0]);
+    }
+    r = replies[n - 1];
+    if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR)
+        rc = rlock__reply_error(where, r, &call->err);
+    else if (rc == RLOCK_OK &&
+             (r->type != REDIS_REPLY_ARRAY || r->elements == 0))
+        rc = rlock__fail(call, RLOCK_EUNAVAILABLE, "%s has no slots assigned",
+                         where);
+    if (rc != RLOCK_OK) {
+        freeReplyObject(r);
+        return rc;
+    }
+    pthread_mutex_lock(&k->mu);
+    for (i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i], *m;
+        long long from, to, s;
+        int idx;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3)
+            continue;
+        m = e->element[2];
+        if (e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+            m->element[0]->type != REDIS_REPLY_STRING ||
+            m->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        from = e->element[0]->integer;
+        to = e->element[1]->integer;
+        /* A node that does not know its own address (one that never met
+         * another) names it "" or "?": it is the one asked. */
+        idx = master_index(k,
+                           m->element[0]->str[0] &&
+                                   strcmp(m->element[0]->str, "?") != 0
+                               ? m->element[0]->str
+                               : host,
+                           (int)m->element[1]->integer);
+        if (idx < 0 || from < 0 || to >= SLOTS)
+            continue;
+        for (s = from; s <= to; s++)
+            k->map[s] = (short)idx;
+    }
+    pthread_mutex_unlock(&k->mu);
+    freeReplyObject(r);
+    return RLOCK_OK;
+}
+
+/* Reads the slot map again: from a known master, else from a seed. */
+static int refresh(rlock_client *c, rlock__call *call)
+{
+    cluster *k = of(c);
+    char host[64], why[RLOCK__ERR_MAX] = "";
+    int i, n, port;
+
+    pthread_mutex_lock(&k->mu);
+    n = k->nmasters;
+    pthread_mutex_unlock(&k->mu);
+    for (i = 0; i < n + k->nseeds; i++) {
+        rlock__call one;
+        if (i < n) {
+            pthread_mutex_lock(&k->mu);
+            memcpy(host, k->masters[i].host, sizeof host);
+            port = k->masters[i].port;
+            pthread_mutex_unlock(&k->mu);
+        } else {
+            snprintf(host, sizeof host, "%s", k->seeds[i - n].host);
+            port = k->seeds[i - n].port;
+        }
+        rlock__call_init(&one, call->deadline_ns);
+        if (read_slots(c, host, port, &one) == RLOCK_OK)
+            return RLOCK_OK;
+        snprintf(why, sizeof why, "%s", one.err.msg);
+    }
+    /* The last cause is kept: a certificate not trusted, a refused
+     * password, a node that is not a cluster node. */
+    return rlock__fail(call, RLOCK_ECONNECT,
+                       "no node of %s answered CLUSTER SLOTS%s%.300s", c->where,
+                       why[0] ? ": " : "", why);
+}
+
+/* Master i's node, made if needed. */
+static rlock__node *node_of(cluster *k, int i)
+{
+    rlock__node *n;
+
+    pthread_mutex_lock(&k->mu);
+    if (!k->masters[i].node)
+        rlock__node_new(&k->cfg, k->masters[i].host, k->masters[i].port, NULL,
+                        NULL, &k->masters[i].node);
+    n = k->masters[i].node;
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+static int slot_master(cluster *k, int slot)
+{
+    int idx;
+
+    pthread_mutex_lock(&k->mu);
+    idx = k->map[slot];
+    pthread_mutex_unlock(&k->mu);
+    return idx;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the master named, or -1. */
+static int redirect_target(cluster *k, const char *msg, int *slot)
+{
+    const char *sp = strchr(msg, ' '), *colon;
+    char host[64];
+    int idx;
+
+    if (!sp)
+        return -1;
+    *slot = atoi(sp + 1);
+    sp = strchr(sp + 1, ' ');
+    colon = sp ? strrchr(sp, ':') : NULL;
+    if (!colon || (size_t)(colon - sp - 1) >= sizeof host || *slot < 0 ||
+        *slot >= SLOTS)
+        return -1;
+    memcpy(host, sp + 1, (size_t)(colon - sp - 1));
+    host[colon - sp - 1] = '\0';
+    pthread_mutex_lock(&k->mu);
+    idx = master_index(k, host, atoi(colon + 1));
+    pthread_mutex_unlock(&k->mu);
+    return idx;
+}
+
+/* The server's error reply of a failed result, if it starts with word. */
+static const char *redirect(const rlock__result *r, const char *word)
+{
+    size_t n = strlen(word);
+
+    if (r->rc == RLOCK_OK || !r->reply || r->reply->type != REDIS_REPLY_ERROR ||
+        !r->reply->str || strncmp(r->reply->str, word, n) != 0)
+        return NULL;
+    return r->reply->str;
+}
+
+static void fail_one(rlock__results *res, rlock__call *call)
+{
+    rlock__results_init(res, 1);
+    res->r[0].rc = call->err.code;
+    res->r[0].err = call->err;
+}
+
+static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__results *res, rlock__call *call)
+{
+    cluster *k = of(c);
+    int slot = req->nkeys > 0 ? rlock__key_slot(req->argv[3], req->lens[3]) : 0;
+    int redirects = 0, asking = -1;
+    int64_t pause_ms = 5,
+            deadline = rlock__call_until(call, c->opts.command_timeout_ms);
+
+    for (;;) {
+        const char *msg;
+        int idx = asking, target, moved_slot;
+        rlock__node *node;
+
+        if (idx < 0 && (idx = slot_master(k, slot)) < 0) {
+            /* Not covered: the map may be old. */
+            if (refresh(c, call) != RLOCK_OK) {
+                fail_one(res, call);
+                return;
+            }
+            if ((idx = slot_master(k, slot)) < 0) {
+                rlock__fail(call, RLOCK_EUNAVAILABLE,
+                            "no master serves slot %d of %s", slot, c->where);
+                fail_one(res, call);
+                return;
+            }
+        }
+        if (!(node = node_of(k, idx))) {
+            rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+            fail_one(res, call);
+            return;
+        }
+        rlock__nodes_exec(&node, 1, req,
+                          flags | (asking >= 0 ? RLOCK__X_ASKING : 0), deadline,
+                          res);
+        asking = -1;
+        if (res->r[0].rc == RLOCK_OK || ++redirects > REDIRECTS_MAX)
+            return;
+        if ((msg = redirect(&res->r[0], "MOVED ")) != NULL) {
+            if ((target = redirect_target(k, msg, &moved_slot)) < 0)
+                return;
+            pthread_mutex_lock(&k->mu);
+            k->map[moved_slot] = (short)target;
+            pthread_mutex_unlock(&k->mu);
+            rlock__results_free(res);
+            {
+                /* Other slots may have moved too. */
+                rlock__call one;
+                rlock__call_init(&one, deadline);
+                refresh(c, &one);
+            }
+            continue;
+        }
+        if ((msg = redirect(&res->r[0], "ASK ")) != NULL) {
+            if ((asking = redirect_target(k, msg, &moved_slot)) < 0)
+                return;
+            rlock__results_free(res);
+            continue;
+        }
+        /* A slot being migrated refuses requests whose keys are not all
+         * on one side (rlock's scripts name keys that may not exist yet)
+         * until the migration ends: try again, within the deadline. */
+        if (redirect(&res->r[0], "TRYAGAIN")) {
+            struct timespec ts;
+            if (rlock__now_ns() + pause_ms * RLOCK__NS_PER_MS > deadline) {
+                rlock__results_free(res);
+                rlock__fail(call, RLOCK_EUNAVAILABLE,
+                            "slot %d of %s is being migrated and the "
+                            "migration did not end within %d ms "
+                            "(TRYAGAIN)",
+                            slot, c->where, c->opts.command_timeout_ms);
+                fail_one(res, call);
+                return;
+            }
+            rlock__results_free(res);
+            ts.tv_sec = 0;
+            ts.tv_nsec = (long)pause_ms * 1000000L;
+            nanosleep(&ts, NULL);
+            if (pause_ms < 100)
+                pause_ms *= 2;
+            continue;
+        }
+        /* A node that is gone: the next request reads the new map. */
+        if (res->r[0].rc == RLOCK_ECONNECT) {
+            rlock__call one;
+            rlock__call_init(&one, deadline);
+            refresh(c, &one);
+        }
+        return;
+    }
+}
+
+static int open_cluster(rlock_client *c, const char *url,
+                        const rlock_client_opts *opts, rlock__call *call)
+{
+    rlock_client_opts eff = *opts;
+    cluster *k = calloc(1, sizeof *k);
+    rlock__url tls;
+    const char *spec, *end;
+    char *rest = NULL;
+    int rc;
+
+    if (!k)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    c->bk = k;
+    pthread_mutex_init(&k->mu, NULL);
+    memset(k->map, 0xff, sizeof k->map);
+    if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
+        return rc;
+    rlock__url_tls(&tls, &eff);
+    rc = rlock__client_tls(c, &eff, call);
+    rlock__url_free(&tls);
+    if (rc != RLOCK_OK) {
+        free(rest);
+        return rc;
+    }
+    spec = rest + strlen("redis-cluster://");
+    end = spec + strlen(spec);
+    if (spec == end)
+        rc = rlock__fail(call, RLOCK_EINVAL,
+                         "cluster URL: redis-cluster://host:port,...");
+    else if (strpbrk(spec, "/?@"))
+        rc = rlock__fail(call, RLOCK_EINVAL,
+                         "cluster URL: only host:port,... (no database, "
+                         "parameters or credentials; credentials go in the "
+                         "client options)");
+    else
+        rc = rlock__url_list_parse(spec, end, k->seeds, SEEDS_MAX, &k->nseeds,
+                                   "cluster", &call->err);
+    if (rc == RLOCK_OK)
+        snprintf(c->where, sizeof c->where, "cluster %.*s",
+                 (int)(end - spec) < 200 ? (int)(end - spec) : 200, spec);
+    free(rest);
+    if (rc != RLOCK_OK)
+        return rc;
+    if (opts->sync_replicas)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "sync_replicas is not supported with "
+                           "redis-cluster:// yet");
+    if ((opts->username && !(c->username = strdup(opts->username))) ||
+        (opts->password && !(c->password = strdup(opts->password))))
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    rlock__node_cfg_of(c, &k->cfg);
+    c->nnodes = 1;
+    c->quorum = 1;
+    rc = refresh(c, call);
+    if (rc == RLOCK_OK && k->nmasters == 0)
+        rc = rlock__fail(call, RLOCK_EUNAVAILABLE,
+                         "%s has no slots assigned (not a working cluster)",
+                         c->where);
+    return rc;
+}
+
+static void close_cluster(rlock_client *c)
+{
+    cluster *k = of(c);
+    int i;
+
+    if (!k)
+        return;
+    for (i = 0; i < k->nmasters; i++)
+        rlock__node_free(k->masters[i].node);
+    for (i = 0; i < k->nseeds; i++)
+        rlock__url_free(&k->seeds[i]);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+    c->bk = NULL;
+}
+
+static void after_fork_cluster(rlock_client *c)
+{
+    cluster *k = of(c);
+    int i;
+
+    pthread_mutex_init(&k->mu, NULL);
+    for (i = 0; i < k->nmasters; i++)
+        if (k->masters[i].node)
+            rlock__node_after_fork(k->masters[i].node);
+}
+
+static int ping_cluster(rlock_client *c, rlock_server_info *info,
+                        rlock__call *call)
+{
+    rlock__node *n = node_of(of(c), 0);
+
+    if (!n)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    return rlock__node_ping(n, c->opts.command_timeout_ms, info, call);
+}
+
+static int sub_connect_cluster(rlock_client *c, rlock__conn **out,
+                               rlock__call *call)
+{
+    cluster *k = of(c);
+    int i, n, rc = RLOCK_ECONNECT;
+
+    pthread_mutex_lock(&k->mu);
+    n = k->nmasters;
+    pthread_mutex_unlock(&k->mu);
+    /* Any master will do: a message published on one reaches the
+     * subscribers of all. */
+    for (i = 0; i < n; i++) {
+        rlock__node *node = node_of(k, i);
+        if (!node)
+            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+        rc = rlock__node_connect(
+            node, rlock__call_until(call, c->opts.connect_timeout_ms), out,
+            call);
+        if (rc == RLOCK_OK)
+            return RLOCK_OK;
+    }
+    if (n == 0)
+        rc = rlock__fail(call, RLOCK_ECONNECT, "no master of %s is known",
+                         c->where);
+    return rc;
+}
+
+const rlock__backend rlock__backend_cluster = {
+    "Cluster",           "redis-cluster://", RLOCK__BK_ONE_COPY,
+    open_cluster,        close_cluster,      after_fork_cluster,
+    exec_cluster,        group_cluster,      ping_cluster,
+    sub_connect_cluster, rlock__margin_one,  rlock__label_none,
+    rlock__failure_one,
+};

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What every backend needs the same way: the nodes' settings, TLS, a
+ * ping, one server's lease margin and failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/reply.h"
+#include "net/tls.h"
+#include "util/clock.h"
+
+void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->username = c->username;
+    cfg->password = c->password;
+    cfg->tls = c->tls;
+    cfg->sni = c->tls_sni;
+    cfg->bounds.reply_bytes = c->opts.max_reply_bytes;
+    cfg->bounds.bulk_bytes = c->opts.max_bulk_bytes;
+    cfg->bounds.array_elements = c->opts.max_array_elements;
+    cfg->bounds.depth = c->opts.max_depth;
+    cfg->connect_timeout_ms = c->opts.connect_timeout_ms;
+    cfg->request_timeout_ms = c->opts.command_timeout_ms;
+    cfg->sync_timeout_ms = c->opts.sync_timeout_ms;
+    cfg->max_connections = c->opts.max_connections;
+    cfg->wait_for_connection = 1;
+    cfg->scripts = c->scripts;
+    cfg->nscripts = c->nscripts;
+}
+
+static int dup_opt(const char *in, char **out, rlock__call *call)
+{
+    *out = NULL;
+    if (in && !(*out = strdup(in)))
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    return RLOCK_OK;
+}
+
+/*
+ * The client keeps its own copies of the file names (the nodes of a
+ * Redlock or Cluster client are opened with them later) and builds one
+ * context that every connection of this client uses.
+ */
+int rlock__client_tls(rlock_client *c, const rlock_client_opts *opts,
+                      rlock__call *call)
+{
+    rlock__tls_opts to;
+    rlock__neterr e;
+    char *ca, *cert, *key;
+    int rc;
+
+    if ((rc = dup_opt(opts->tls_ca_file, &ca, call)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_ca_file = ca;
+    if ((rc = dup_opt(opts->tls_cert_file, &cert, call)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_cert_file = cert;
+    if ((rc = dup_opt(opts->tls_key_file, &key, call)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_key_file = key;
+    if ((rc = dup_opt(opts->tls_sni, &c->tls_sni, call)) != RLOCK_OK)
+        return rc;
+    c->opts.tls_sni = c->tls_sni;
+    c->opts.tls = opts->tls;
+    c->opts.tls_insecure = opts->tls_insecure;
+    if (!opts->tls)
+        return RLOCK_OK;
+    to.ca_file = ca;
+    to.cert_file = cert;
+    to.key_file = key;
+    to.insecure = opts->tls_insecure;
+    if (rlock__tls_ctx_new(&to, &c->tls, &e) != RLOCK_OK)
+        return rlock__fail(call, e.code, "%s", e.msg);
+    return RLOCK_OK;
+}
+
+void rlock__url_tls(const rlock__url *u, rlock_client_opts *eff)
+{
+    if (u->tls >= 0)
+        eff->tls = u->tls;
+    if (u->tls_insecure >= 0)
+        eff->tls_insecure = u->tls_insecure;
+    if (u->tls_ca)
+        eff->tls_ca_file = u->tls_ca;
+    if (u->tls_cert)
+        eff->tls_cert_file = u->tls_cert;
+    if (u->tls_key)
+        eff->tls_key_file = u->tls_key;
+    if (u->tls_sni)
+        eff->tls_sni = u->tls_sni;
+}
+
+int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,
+                     rlock__call *call)
+{
+    const char *ping[1] = {"PING"}, *inf[2] = {"INFO", "server"};
+    rlock__cmd cmd = {1, ping, NULL};
+    redisReply *r = NULL;
+    int64_t t0 = rlock__now_ns(),
+            deadline = rlock__call_until(call, timeout_ms);
+    int rc;
+
+    memset(info, 0, sizeof *info);
+    rc = rlock__node_commands(n, 1, &cmd, &r, deadline, call);
+    info->rtt_us = (rlock__now_ns() - t0) / 1000;
+    if (rc != RLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = rlock__reply_error(rlock__node_where(n), r, &call->err);
+    freeReplyObject(r);
+    if (rc != RLOCK_OK)
+        return rc;
+    cmd.argc = 2;
+    cmd.argv = inf;
+    if ((rc = rlock__node_commands(n, 1, &cmd, &r, deadline, call)) != RLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_STRING) {
+        /* Valkey reports its own version beside the Redis one it is
+         * compatible with, and its name in server_name. */
+        rlock__parse_info_field(r, "valkey_version", info->version,
+                                sizeof info->version);
+        if (!info->version[0])
+            rlock__parse_info_field(r, "redis_version", info->version,
+                                    sizeof info->version);
+        rlock__parse_info_field(r, "server_name", info->server,
+                                sizeof info->server);
+        if (!info->server[0])
+            snprintf(info->server, sizeof info->server, "redis");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        rc = rlock__reply_error(rlock__node_where(n), r, &call->err);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int64_t rlock__margin_one(const rlock_client *c, int64_t lease_ms)
+{
+    int64_t fixed_ms = lease_ms / 10 < 2 ? lease_ms / 10 : 2;
+
+    (void)c;
+    return lease_ms * (RLOCK__NS_PER_MS / 100) + fixed_ms * RLOCK__NS_PER_MS;
+}
+
+int rlock__failure_one(rlock_client *c, const char *what, int ok,
+                       const rlock__results *res, const int *skip,
+                       rlock__call *call)
+{
+    (void)c;
+    (void)what;
+    (void)ok;
+    (void)skip;
+    return rlock__fail(call, res->r[0].rc, "%s", res->r[0].err.msg);
+}
+
+int rlock__group_all(const rlock_client *c, const char *key, size_t len)
+{
+    (void)c;
+    (void)key;
+    (void)len;
+    return 0;
+}
+
+const char *rlock__label_none(const rlock_client *c, int i, char *buf,
+                              size_t len)
+{
+    (void)c;
+    (void)i;
+    if (len > 0)
+        buf[0] = '\0';
+    return buf;
+}
+
+const char *rlock__on_nodes(const rlock_client *c, int k, char *buf, size_t len)
+{
+    if (c->nnodes == 1)
+        snprintf(buf, len, "%s", "");
+    else
+        snprintf(buf, len, " on %d of %d nodes", k, c->nnodes);
+    return buf;
+}

@@ -1,0 +1,1025 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One Redis server: the pool, the handshake, requests over one poll, and
+ * error replies mapped to codes (node.h says what each promises).
+ *
+ * Why a pool: a client is shared by many threads, and one connection would
+ * make each thread wait for every other thread's round trip. Connections
+ * are opened lazily up to max_connections. A connection that failed is
+ * closed, never reused, so "a dropped connection is re-established on the
+ * next call" falls out of the pool: the next call opens a new one. An idle
+ * connection the server closed (restart, CLIENT KILL, timeout) is noticed
+ * before reuse without a round trip: on a healthy idle RESP2 connection the
+ * socket never has anything to read.
+ *
+ * Owing connections. When a request's reply does not come by its
+ * deadline, the connection is not closed at once: it still owes the
+ * replies, and the server may yet carry the request out (a paused server
+ * does, when it resumes). It is kept for a while and read whenever the
+ * node is used, and an undo for the node is queued behind it, so that the
+ * server carries out the undo after what it undoes. Once everything owed
+ * has come, the connection goes back to the pool; past the owing limit it
+ * is closed.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/node.h"
+#include "net/tls.h"
+#include "util/clock.h"
+
+/* How long a connection that owes replies is kept and read. */
+#define OWING_MIN_MS 3000
+/* A thread waiting for a free connection looks at the owing ones this
+ * often: they are read only when somebody looks. */
+#define POOL_LOOK_MS 20
+
+typedef struct owing {
+    rlock__conn *conn;
+    int64_t since;
+} owing;
+
+struct rlock__node {
+    const rlock__node_cfg *cfg;
+    char *host; /* NULL with a unix socket */
+    int port;
+    char *path;
+    char where[300];
+    int named; /* where was given, not made from the address */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rlock__conn **idle;
+    int nidle;
+    int nopen; /* idle, lent out and owing */
+    owing *owing;
+    int nowing;
+    unsigned gen; /* bumped when the node moves or drains: connections of
+                     an older generation are closed when they come back */
+    int loaded;   /* the scripts are known to be loaded (atomic) */
+};
+
+/* ---- the node itself ---------------------------------------------------- */
+
+static void describe(rlock__node *n)
+{
+    if (n->named)
+        return;
+    if (n->path)
+        snprintf(n->where, sizeof n->where, "unix:%s", n->path);
+    else if (strchr(n->host, ':'))
+        snprintf(n->where, sizeof n->where, "[%s]:%d", n->host, n->port);
+    else
+        snprintf(n->where, sizeof n->where, "%s:%d", n->host, n->port);
+}
+
+static void init_sync(rlock__node *n)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+int rlock__node_new(const rlock__node_cfg *cfg, const char *host, int port,
+                    const char *path, const char *where, rlock__node **out)
+{
+    rlock__node *n = calloc(1, sizeof *n);
+    int max = cfg->max_connections;
+
+    if (!n)
+        return RLOCK_ENOMEM;
+    n->cfg = cfg;
+    n->port = port;
+    n->host = host ? strdup(host) : NULL;
+    n->path = path ? strdup(path) : NULL;
+    n->idle = calloc((size_t)max, sizeof *n->idle);
+    n->owing = calloc((size_t)max, sizeof *n->owing);
+    if ((host && !n->host) || (path && !n->path) || !n->idle || !n->owing) {
+        free(n->host);
+        free(n->path);
+        free(n->idle);
+        free(n->owing);
+        free(n);
+        return RLOCK_ENOMEM;
+    }
+    if (where) {
+        snprintf(n->where, sizeof n->where, "%s", where);
+        n->named = 1;
+    }
+    describe(n);
+    init_sync(n);
+    *out = n;
+    return RLOCK_OK;
+}
+
+static void close_all(rlock__node *n)
+{
+    int i;
+
+    for (i = 0; i < n->nidle; i++)
+        rlock__conn_close(n->idle[i]);
+    for (i = 0; i < n->nowing; i++)
+        rlock__conn_close(n->owing[i].conn);
+    n->nopen -= n->nidle + n->nowing;
+    n->nidle = 0;
+    n->nowing = 0;
+}
+
+void rlock__node_free(rlock__node *n)
+{
+    if (!n)
+        return;
+    close_all(n);
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->cv);
+    free(n->idle);
+    free(n->owing);
+    free(n->host);
+    free(n->path);
+    free(n);
+}
+
+void rlock__node_after_fork(rlock__node *n)
+{
+    /* Only the forking thread exists in the child: the locks start
+     * afresh, and the parent's sockets are closed here (closing a copy
+     * leaves the parent's connection as it is; TLS sends nothing). */
+    init_sync(n);
+    close_all(n);
+    n->nopen = 0;
+}
+
+void rlock__node_drain(rlock__node *n)
+{
+    int i;
+
+    pthread_mutex_lock(&n->mu);
+    for (i = 0; i < n->nidle; i++)
+        rlock__conn_close(n->idle[i]);
+    n->nopen -= n->nidle;
+    n->nidle = 0;
+    n->gen++;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+int rlock__node_move(rlock__node *n, const char *host, int port)
+{
+    char *h = strdup(host);
+
+    if (!h)
+        return RLOCK_ENOMEM;
+    rlock__node_drain(n);
+    pthread_mutex_lock(&n->mu);
+    free(n->host);
+    n->host = h;
+    n->port = port;
+    describe(n);
+    pthread_mutex_unlock(&n->mu);
+    return RLOCK_OK;
+}
+
+const char *rlock__node_where(const rlock__node *n)
+{
+    return n->where;
+}
+
+int rlock__node_is(const rlock__node *n, const char *host, int port)
+{
+    return n->host && n->port == port && strcmp(n->host, host) == 0;
+}
+
+/* ---- error replies ------------------------------------------------------ */
+
+static int starts_with(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return len >= n && memcmp(s, prefix, n) == 0;
+}
+
+/* Whether the error's code (its first word) is word. */
+static int first_word_is(const char *s, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+
+    return starts_with(s, len, word) && (len == n || s[n] == ' ');
+}
+
+/* Error replies that say the deployment cannot serve locks now. */
+static const struct {
+    const char *prefix;
+    int code;
+    const char *meaning; /* follows the server's address */
+} deployment_errors[] = {
+    {"NOREPLICAS", RLOCK_EREPLICAS,
+     "refused the write: too few replicas are connected "
+     "(min-replicas-to-write)"},
+    {"READONLY", RLOCK_EUNAVAILABLE, "is a read-only replica, not the master"},
+    {"LOADING", RLOCK_EUNAVAILABLE, "is still loading its data"},
+    {"MASTERDOWN", RLOCK_EUNAVAILABLE, "is a replica that lost its master"},
+    {"CLUSTERDOWN", RLOCK_EUNAVAILABLE, "belongs to a cluster that is down"},
+};
+
+int rlock__reply_error(const char *where, const redisReply *r, rlock__err *e)
+{
+    const char *s = r->str ? r->str : "";
+    size_t len = r->str ? (size_t)r->len : 0;
+    size_t i;
+
+    /* States of the deployment, not mistakes of the request, known by
+     * their code: say what they mean, keep Redis's words. */
+    for (i = 0; i < sizeof deployment_errors / sizeof deployment_errors[0]; i++)
+        if (first_word_is(s, len, deployment_errors[i].prefix))
+            return rlock__err_set(e, deployment_errors[i].code, "%s %s: %.*s",
+                                  where, deployment_errors[i].meaning, (int)len,
+                                  s);
+    /* An ACL that denies a command or key is not a credentials problem:
+     * the user is known, it may not do this. */
+    if (first_word_is(s, len, "NOPERM"))
+        return rlock__err_set(e, RLOCK_EPERM, "%s refused the command: %.*s",
+                              where, (int)len, s);
+    if (starts_with(s, len, "NOAUTH") || starts_with(s, len, "WRONGPASS") ||
+        strstr(s, "invalid password") != NULL ||
+        strstr(s, "invalid username-password") != NULL ||
+        strstr(s, "without any password configured") != NULL)
+        return rlock__err_set(e, RLOCK_EAUTH, "%s refused: %.*s", where,
+                              (int)len, s);
+    return rlock__err_set(e, RLOCK_EREDIS, "%.*s", (int)len, s);
+}
+
+/* A connection's failure during what, naming the node. */
+static int net_error(const rlock__node *n, const rlock__neterr *ne,
+                     const char *what, int timeout_ms, rlock__err *e)
+{
+    switch (ne->code) {
+    case RLOCK_ENOREPLY:
+        return rlock__err_set(e, RLOCK_ENOREPLY,
+                              "%s: no reply from %s within %d ms (%s)", what,
+                              n->where, timeout_ms, ne->msg);
+    case RLOCK_EPROTO:
+        return rlock__err_set(e, RLOCK_EPROTO, "%s: bad reply from %s: %s",
+                              what, n->where, ne->msg);
+    case RLOCK_ENOMEM:
+        return rlock__err_set(e, RLOCK_ENOMEM, "%s: out of memory", what);
+    case RLOCK_EIO:
+        return rlock__err_set(e, RLOCK_EIO, "%s: connection to %s lost: %s",
+                              what, n->where, ne->msg);
+    default:
+        return rlock__err_set(e, ne->code ? ne->code : RLOCK_EIO, "%s: %s: %s",
+                              what, n->where, ne->msg);
+    }
+}
+
+/* ---- the pool ----------------------------------------------------------- */
+
+static int64_t owing_limit_ns(const rlock__node *n)
+{
+    int64_t ms = 10 * (int64_t)n->cfg->request_timeout_ms;
+
+    return (ms < OWING_MIN_MS ? OWING_MIN_MS : ms) * RLOCK__NS_PER_MS;
+}
+
+static void give_back(rlock__node *n, rlock__conn *c, int broken)
+{
+    if (broken || rlock__conn_error(c)->code != 0 ||
+        rlock__conn_pending(c) > 0) {
+        rlock__conn_close(c);
+        n->nopen--;
+    } else {
+        n->idle[n->nidle++] = c;
+    }
+    pthread_cond_signal(&n->cv);
+}
+
+/* Reads what the owing connections have received; those that got all
+ * they owed serve again, those that failed or owed too long are closed
+ * (mu held). */
+static void settle_owing(rlock__node *n)
+{
+    int64_t now = rlock__now_ns();
+    int i = 0;
+
+    while (i < n->nowing) {
+        rlock__conn *c = n->owing[i].conn;
+        int done;
+
+        rlock__conn_io(c, 0);
+        done = rlock__conn_error(c)->code != 0 || rlock__conn_pending(c) == 0 ||
+               now - n->owing[i].since > owing_limit_ns(n);
+        if (!done) {
+            i++;
+            continue;
+        }
+        n->owing[i] = n->owing[--n->nowing];
+        give_back(n, c, rlock__conn_pending(c) > 0);
+    }
+}
+
+/* A connection for a request: 1 and *out, an idle one; 0, none idle but
+ * room to open one (counted already); -1, all are in use (mu held). */
+static int pool_take(rlock__node *n, rlock__conn **out)
+{
+    settle_owing(n);
+    while (n->nidle > 0) {
+        rlock__conn *c = n->idle[--n->nidle];
+        if (rlock__conn_idle_ok(c)) {
+            *out = c;
+            return 1;
+        }
+        rlock__conn_close(c);
+        n->nopen--;
+    }
+    if (n->nopen < n->cfg->max_connections) {
+        n->nopen++;
+        return 0;
+    }
+    return -1;
+}
+
+/* As pool_take, waiting for a connection to come back by deadline_ns if
+ * all are in use and the node waits (mu held). */
+static int pool_wait(rlock__node *n, rlock__conn **out, int64_t deadline_ns)
+{
+    for (;;) {
+        int got = pool_take(n, out);
+        int64_t until;
+        struct timespec ts;
+
+        if (got >= 0 || !n->cfg->wait_for_connection)
+            return got;
+        if (rlock__now_ns() >= deadline_ns)
+            return -1;
+        until = rlock__earlier(rlock__after_ms(POOL_LOOK_MS), deadline_ns);
+        ts = rlock__timespec(until);
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+}
+
+static void owe(rlock__node *n, rlock__conn *c)
+{
+    rlock__conn_discard(c, rlock__conn_pending(c));
+    n->owing[n->nowing].conn = c;
+    n->owing[n->nowing++].since = rlock__now_ns();
+}
+
+/* ---- new connections ---------------------------------------------------- */
+
+static void endpoint(const rlock__node *n, const char *host, int port,
+                     const char *path, rlock__endpoint *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->host = host;
+    ep->port = port;
+    ep->path = path;
+    ep->tls = n->cfg->tls;
+    ep->attach = rlock__tls_attach;
+    ep->sni = n->cfg->sni;
+    ep->bounds = n->cfg->bounds;
+    ep->keepalive = path == NULL;
+}
+
+/* What a new connection is told first, queued on it: AUTH, SELECT and
+ * ROLE as the node needs them, and the scripts while the node may lack
+ * them (its first connection, and after a NOSCRIPT), so that a request is
+ * never refused for want of its script: a request whose reply is lost is
+ * then one the server carried out or will carry out, as the lock logic
+ * assumes, not one refused with NOSCRIPT. Returns how many replies they
+ * will have, or an error. */
+static int handshake_queue(rlock__node *n, rlock__conn *c, rlock__err *e)
+{
+    const rlock__node_cfg *cfg = n->cfg;
+    const char *auth[3] = {
+        "AUTH", cfg->username ? cfg->username : cfg->password, cfg->password};
+    const char *sel[2] = {"SELECT", NULL};
+    const char *role[1] = {"ROLE"};
+    char db[16];
+    int k = 0, i, rc = RLOCK_OK;
+
+    if (cfg->password) {
+        rc = rlock__conn_append(c, cfg->username ? 3 : 2, auth, NULL);
+        k++;
+    }
+    if (rc == RLOCK_OK && cfg->db != 0) {
+        snprintf(db, sizeof db, "%d", cfg->db);
+        sel[1] = db;
+        rc = rlock__conn_append(c, 2, sel, NULL);
+        k++;
+    }
+    if (rc == RLOCK_OK && cfg->require_master) {
+        rc = rlock__conn_append(c, 1, role, NULL);
+        k++;
+    }
+    if (!__atomic_load_n(&n->loaded, __ATOMIC_RELAXED))
+        for (i = 0; rc == RLOCK_OK && i < cfg->nscripts; i++) {
+            const char *load[3] = {"SCRIPT", "LOAD", cfg->scripts[i]->body};
+            size_t lens[3] = {6, 4, cfg->scripts[i]->len};
+            rc = rlock__conn_append(c, 3, load, lens);
+            k++;
+        }
+    if (rc != RLOCK_OK)
+        return net_error(n, rlock__conn_error(c), "connecting",
+                         cfg->connect_timeout_ms, e);
+    return k;
+}
+
+/* Checks the k handshake replies, taken from c in order. */
+static int handshake_check(rlock__node *n, rlock__conn *c, int k, rlock__err *e)
+{
+    const rlock__node_cfg *cfg = n->cfg;
+    int auth = cfg->password != NULL, sel = cfg->db != 0;
+    int role = cfg->require_master, fixed = auth + sel + role;
+    int i, rc = RLOCK_OK;
+
+    for (i = 0; i < k; i++) {
+        redisReply *r = NULL;
+        int is_auth = auth && i == 0, is_sel = sel && i == auth;
+
+        if (!rlock__conn_take(c, &r))
+            return rlock__err_set(e, RLOCK_EPROTO,
+                                  "connecting: a reply is missing");
+        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR) {
+            rc = rlock__reply_error(n->where, r, e);
+            if ((is_auth || is_sel) && rc == RLOCK_EREDIS)
+                rc = rlock__err_set(e, RLOCK_EREDIS, "%s: %s",
+                                    is_auth ? "AUTH" : "SELECT", r->str);
+        } else if (rc == RLOCK_OK && i >= fixed) {
+            /* SCRIPT LOAD: a digest. (Requests name the one the script
+             * was embedded with; a server that computes another answers
+             * them NOSCRIPT, and the body is sent instead.) */
+            if (r->type != REDIS_REPLY_STRING || r->len != 40)
+                rc = rlock__err_set(e, RLOCK_EPROTO,
+                                    "SCRIPT LOAD on %s answered something "
+                                    "other than a digest",
+                                    n->where);
+        } else if (rc == RLOCK_OK && role && i == auth + sel) {
+            /* ROLE: only the master will do. */
+            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+                r->element[0]->type != REDIS_REPLY_STRING)
+                rc = rlock__err_set(e, RLOCK_EPROTO,
+                                    "unexpected answer to ROLE from %s",
+                                    n->where);
+            else if (strcmp(r->element[0]->str, "master") != 0)
+                rc = rlock__err_set(e, RLOCK_EUNAVAILABLE,
+                                    "%s is a %s, not the master (a failover "
+                                    "under way?)",
+                                    n->where, r->element[0]->str);
+        }
+        freeReplyObject(r);
+    }
+    if (rc == RLOCK_OK && k > fixed)
+        __atomic_store_n(&n->loaded, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* What a new connection that did not get far enough in time was doing. */
+static const char *stalled_at(const rlock__conn *c)
+{
+    switch (rlock__conn_stage(c)) {
+    case RLOCK__CONN_CONNECTING:
+        return "not connected";
+    case RLOCK__CONN_HANDSHAKING:
+        return "TLS handshake not done (does the server speak TLS?)";
+    default:
+        return "no reply";
+    }
+}
+
+/* ---- requests over one poll --------------------------------------------- */
+
+/* One node's part of a request. */
+typedef struct leg {
+    rlock__node *node;
+    rlock__conn *conn;
+    int fresh; /* a new connection: hs handshake replies come first */
+    int hs;
+    int asking;   /* an ASKING reply comes before the script's */
+    int waiting;  /* a WAIT reply comes after it */
+    int retried;  /* sent again with the body after NOSCRIPT */
+    int ask_flag; /* the request goes behind ASKING */
+    unsigned gen; /* the node's generation when the connection was taken */
+    size_t want;  /* replies the round waits for */
+} leg;
+
+/* Takes a connection for the leg (mu not held). RLOCK_OK, or the result
+ * filled and an error. */
+static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
+{
+    rlock__node *n = l->node;
+    char host[256];
+    rlock__endpoint ep;
+    rlock__neterr ne;
+    int got, rc;
+
+    pthread_mutex_lock(&n->mu);
+    got = pool_wait(n, &l->conn, deadline_ns);
+    l->gen = n->gen;
+    if (got > 0) {
+        pthread_mutex_unlock(&n->mu);
+        return RLOCK_OK;
+    }
+    if (got < 0) {
+        pthread_mutex_unlock(&n->mu);
+        return rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
+                              "no reply from %s within %d ms: all %d of its "
+                              "connections still wait for earlier replies",
+                              n->where, n->cfg->request_timeout_ms,
+                              n->cfg->max_connections);
+    }
+    /* The address is copied under mu: a Sentinel node may move. */
+    snprintf(host, sizeof host, "%s", n->host ? n->host : "");
+    endpoint(n, n->host ? host : NULL, n->port, n->path, &ep);
+    pthread_mutex_unlock(&n->mu);
+    rc = rlock__conn_start(&ep, &l->conn, &ne);
+    if (rc == RLOCK_OK) {
+        l->fresh = 1;
+        l->hs = handshake_queue(n, l->conn, &res->err);
+        if (l->hs >= 0)
+            return RLOCK_OK;
+        rc = l->hs;
+        rlock__conn_close(l->conn);
+    } else {
+        rlock__err_set(&res->err, rc, "cannot connect to %s: %s", n->where,
+                       ne.msg);
+    }
+    l->conn = NULL;
+    pthread_mutex_lock(&n->mu);
+    n->nopen--;
+    pthread_cond_signal(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    return res->rc = rc;
+}
+
+/* Queues the request (behind ASKING, in front of WAIT) on the leg; body:
+ * as EVAL with the script's body (after NOSCRIPT). The connection formats
+ * the command at once, so the argv copy lives only for the call. */
+static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
+                     rlock__result *res)
+{
+    const char *asking_argv[1] = {"ASKING"};
+    const char *wait_argv[3] = {"WAIT", NULL, NULL};
+    const char *small_argv[RLOCK__REQ_SMALL], **argv = req->argv;
+    size_t small_lens[RLOCK__REQ_SMALL], *lens = req->lens;
+    char nrep[16], wms[16];
+    int rc = RLOCK_OK;
+
+    if (body) {
+        int big = req->argc > RLOCK__REQ_SMALL;
+        argv = big ? malloc(sizeof *argv * (size_t)req->argc) : small_argv;
+        lens = big ? malloc(sizeof *lens * (size_t)req->argc) : small_lens;
+        if (!argv || !lens) {
+            if (big) {
+                free(argv);
+                free(lens);
+            }
+            return rlock__err_set(&res->err, res->rc = RLOCK_ENOMEM,
+                                  "request to %s: out of memory",
+                                  l->node->where);
+        }
+        memcpy(argv, req->argv, sizeof *argv * (size_t)req->argc);
+        memcpy(lens, req->lens, sizeof *lens * (size_t)req->argc);
+        argv[0] = "EVAL";
+        lens[0] = 4;
+        argv[1] = req->script->body;
+        lens[1] = req->script->len;
+    }
+    l->asking = asking;
+    l->waiting = req->replicas > 0;
+    if (asking)
+        rc = rlock__conn_append(l->conn, 1, asking_argv, NULL);
+    if (rc == RLOCK_OK)
+        rc = rlock__conn_append(l->conn, req->argc, argv, lens);
+    if (rc == RLOCK_OK && l->waiting) {
+        snprintf(nrep, sizeof nrep, "%d", req->replicas);
+        snprintf(wms, sizeof wms, "%d", l->node->cfg->sync_timeout_ms);
+        wait_argv[1] = nrep;
+        wait_argv[2] = wms;
+        rc = rlock__conn_append(l->conn, 3, wait_argv, NULL);
+    }
+    if (argv != req->argv && argv != small_argv) {
+        free(argv);
+        free(lens);
+    }
+    if (rc != RLOCK_OK)
+        return rlock__err_set(&res->err, res->rc = rc,
+                              "request to %s: out of memory", l->node->where);
+    l->want = (size_t)(l->hs + asking + 1 + l->waiting);
+    return RLOCK_OK;
+}
+
+/* Gives the leg's connection back (mu taken here). */
+static void leg_done(leg *l, int broken)
+{
+    rlock__node *n = l->node;
+
+    pthread_mutex_lock(&n->mu);
+    give_back(n, l->conn, broken || l->gen != n->gen);
+    pthread_mutex_unlock(&n->mu);
+    l->conn = NULL;
+}
+
+/* A leg whose replies did not all come in time: the node failed this
+ * request, and its connection owes them (mu taken here). */
+static void leg_owes(leg *l, int budget_ms, rlock__result *res)
+{
+    rlock__node *n = l->node;
+    int ms = budget_ms;
+
+    res->sent = res->sent || rlock__conn_sent(l->conn);
+    if (l->fresh && (!rlock__conn_up(l->conn) ||
+                     rlock__conn_ready(l->conn) < (size_t)l->hs))
+        rlock__err_set(
+            &res->err, res->rc = RLOCK_ENOREPLY,
+            "connecting to %s: %s within %d ms", n->where, stalled_at(l->conn),
+            ms < n->cfg->connect_timeout_ms ? ms : n->cfg->connect_timeout_ms);
+    else
+        rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
+                       "%s: no reply from %s within %d ms",
+                       l->retried ? "script" : "request", n->where, ms);
+    /* Nothing written, nothing owed: the connection just goes. */
+    if (!rlock__conn_sent(l->conn)) {
+        leg_done(l, 1);
+        return;
+    }
+    pthread_mutex_lock(&n->mu);
+    owe(n, l->conn);
+    pthread_mutex_unlock(&n->mu);
+    l->conn = NULL;
+}
+
+/* After a round: the leg's outcome from its connection. Returns 1 if the
+ * leg goes on (sent again with the body after NOSCRIPT), else 0 (res
+ * filled, the connection given back). */
+static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
+                      rlock__result *res)
+{
+    rlock__node *n = l->node;
+    rlock__conn *c = l->conn;
+    redisReply *r = NULL;
+    int rc;
+
+    if (rlock__conn_error(c)->code != 0) {
+        res->sent = res->sent || rlock__conn_sent(c);
+        rc = net_error(n, rlock__conn_error(c),
+                       l->fresh && l->hs > 0 && !res->sent ? "connecting"
+                                                           : "request",
+                       n->cfg->request_timeout_ms, &res->err);
+        /* A connection lost while connecting is a failure to connect. */
+        if (rc == RLOCK_EIO && l->fresh && !rlock__conn_up(c))
+            rc = rlock__err_set(&res->err, RLOCK_ECONNECT,
+                                "cannot connect to %s: %s", n->where,
+                                rlock__conn_error(c)->msg);
+        res->rc = rc;
+        leg_done(l, 1);
+        return 0;
+    }
+    if (rlock__conn_ready(c) < l->want) {
+        leg_owes(l, budget_ms, res);
+        return 0;
+    }
+    res->sent = 1;
+    if (l->fresh) {
+        rc = handshake_check(n, c, l->hs, &res->err);
+        l->fresh = 0;
+        l->hs = 0;
+        if (rc != RLOCK_OK) {
+            res->rc = rc;
+            res->sent = 0; /* refused before the request ran */
+            leg_done(l, 1);
+            return 0;
+        }
+    }
+    if (l->asking) {
+        rlock__conn_take(c, &r);
+        freeReplyObject(r);
+        r = NULL;
+        l->asking = 0;
+    }
+    rlock__conn_take(c, &r);
+    if (l->waiting) {
+        redisReply *w = NULL;
+        rlock__conn_take(c, &w);
+        res->acks = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
+        freeReplyObject(w);
+    }
+    if (r->type == REDIS_REPLY_ERROR && !l->retried && r->str &&
+        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* The server lost its scripts (restart, SCRIPT FLUSH), or never
+         * had this one: the body caches it again under the same digest,
+         * and the node's next new connection loads them all. */
+        freeReplyObject(r);
+        __atomic_store_n(&n->loaded, 0, __ATOMIC_RELAXED);
+        l->retried = 1;
+        if (leg_queue(l, req, l->ask_flag, 1, res) == RLOCK_OK)
+            return 1;
+        leg_done(l, 1);
+        return 0;
+    }
+    leg_done(l, 0);
+    res->reply = r;
+    if (r->type == REDIS_REPLY_ERROR) {
+        res->rc = rlock__reply_error(n->where, r, &res->err);
+        return 0;
+    }
+    res->rc = RLOCK_OK;
+    return 0;
+}
+
+/* After a connecting round: the leg's handshake and PING answered, and
+ * the connection joins the pool; or what went wrong. */
+static void leg_connected(leg *l, rlock__result *res)
+{
+    rlock__node *n = l->node;
+    rlock__conn *c = l->conn;
+    redisReply *pong = NULL;
+
+    if (rlock__conn_error(c)->code == 0 && rlock__conn_ready(c) < l->want)
+        rlock__conn_fail(c, RLOCK_ENOREPLY, "no reply in time");
+    if (rlock__conn_error(c)->code == RLOCK_ENOREPLY) {
+        res->rc = rlock__err_set(&res->err, RLOCK_ENOREPLY,
+                                 "connecting to %s: %s within %d ms", n->where,
+                                 stalled_at(c), n->cfg->connect_timeout_ms);
+    } else if (rlock__conn_error(c)->code != 0) {
+        res->rc = net_error(n, rlock__conn_error(c), "connecting",
+                            n->cfg->connect_timeout_ms, &res->err);
+        if (res->rc == RLOCK_EIO)
+            res->rc = rlock__err_set(&res->err, RLOCK_ECONNECT,
+                                     "cannot connect to %s: %s", n->where,
+                                     rlock__conn_error(c)->msg);
+    } else if ((res->rc = handshake_check(n, c, l->hs, &res->err)) ==
+               RLOCK_OK) {
+        rlock__conn_take(c, &pong);
+        if (pong->type == REDIS_REPLY_ERROR)
+            res->rc = rlock__reply_error(n->where, pong, &res->err);
+        freeReplyObject(pong);
+    }
+    leg_done(l, res->rc != RLOCK_OK);
+}
+
+/* An undo for a node whose connections owe replies goes behind each of
+ * them (the one that carried what it undoes among them); the caller does
+ * not wait for it. 1 if it was queued so. */
+static int queue_behind(rlock__node *n, const rlock__req *req,
+                        rlock__result *res)
+{
+    int i, queued = 0;
+
+    pthread_mutex_lock(&n->mu);
+    settle_owing(n);
+    for (i = 0; i < n->nowing; i++) {
+        rlock__conn *c = n->owing[i].conn;
+        if (rlock__conn_append(c, req->argc, req->argv, req->lens) ==
+            RLOCK_OK) {
+            rlock__conn_discard(c, 1);
+            rlock__conn_io(c, 0);
+            queued = 1;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (queued) {
+        res->sent = 1;
+        rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
+                       "%s: queued behind an earlier request", n->where);
+    }
+    return queued;
+}
+
+/* Drives the legs' connections by until_ns, then by deadline_ns, the
+ * first phase only for fresh connections' handshakes. */
+static void drive(leg *legs, int n, int64_t connect_by, int64_t deadline_ns)
+{
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int i, fresh = 0;
+
+    for (i = 0; i < n; i++) {
+        conns[i] = legs[i].conn;
+        want[i] = legs[i].conn ? legs[i].want : 0;
+        if (legs[i].conn && legs[i].fresh && legs[i].hs > 0) {
+            want[i] = (size_t)legs[i].hs;
+            fresh = 1;
+        } else if (legs[i].conn && legs[i].fresh) {
+            fresh = 1;
+        }
+    }
+    if (fresh && connect_by < deadline_ns) {
+        /* New connections connect (and answer their handshake) within the
+         * connect timeout; a leg that did not is failed with what it is
+         * short of. */
+        rlock__net_run(conns, n, want, connect_by);
+        for (i = 0; i < n; i++) {
+            leg *l = &legs[i];
+            if (!l->conn || !l->fresh || rlock__conn_error(l->conn)->code)
+                continue;
+            if (!rlock__conn_up(l->conn) ||
+                rlock__conn_ready(l->conn) < (size_t)l->hs)
+                rlock__conn_fail(l->conn, RLOCK_ENOREPLY,
+                                 "no reply within the connect timeout");
+        }
+    }
+    for (i = 0; i < n; i++)
+        want[i] = legs[i].conn ? legs[i].want : 0;
+    rlock__net_run(conns, n, want, deadline_ns);
+}
+
+static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
+                 int64_t deadline_ns, rlock__results *res)
+{
+    leg legs[RLOCK__NODES_MAX];
+    int64_t started = rlock__now_ns(), connect_by;
+    int i, again = 1, any = 0;
+
+    rlock__results_init(res, n);
+    memset(legs, 0, sizeof legs);
+    for (i = 0; i < n; i++) {
+        legs[i].node = nodes[i];
+        legs[i].ask_flag = flags & RLOCK__X_ASKING;
+        if (req && (flags & RLOCK__X_BEHIND) &&
+            queue_behind(nodes[i], req, &res->r[i]))
+            continue;
+        if (leg_conn(&legs[i], deadline_ns, &res->r[i]) != RLOCK_OK)
+            continue;
+        if (!req) {
+            /* Connecting at open: a PING after the handshake, so that a
+             * server that refuses us (NOAUTH) or never answers fails
+             * here. */
+            static const char *ping[1] = {"PING"};
+            if (rlock__conn_append(legs[i].conn, 1, ping, NULL) != RLOCK_OK) {
+                rlock__err_set(&res->r[i].err, res->r[i].rc = RLOCK_ENOMEM,
+                               "out of memory");
+                leg_done(&legs[i], 1);
+                continue;
+            }
+            legs[i].want = (size_t)legs[i].hs + 1;
+        } else if (leg_queue(&legs[i], req, legs[i].ask_flag, 0, &res->r[i]) !=
+                   RLOCK_OK) {
+            leg_done(&legs[i], 1);
+            continue;
+        }
+        any = 1;
+    }
+    if (!any)
+        return;
+    connect_by = started;
+    for (i = 0; i < n; i++)
+        if (legs[i].conn && legs[i].fresh)
+            connect_by = started + (int64_t)nodes[i]->cfg->connect_timeout_ms *
+                                       RLOCK__NS_PER_MS;
+    while (again) {
+        again = 0;
+        drive(legs, n, connect_by, deadline_ns);
+        for (i = 0; i < n; i++) {
+            if (!legs[i].conn)
+                continue;
+            if (!req) {
+                leg_connected(&legs[i], &res->r[i]);
+                continue;
+            }
+            /* (A message names the timeout the server did not meet.) */
+            if (leg_settle(&legs[i], req, nodes[i]->cfg->request_timeout_ms,
+                           &res->r[i]))
+                again = 1;
+        }
+    }
+}
+
+void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
+                       int flags, int64_t deadline_ns, rlock__results *res)
+{
+    exec(nodes, n, req, flags, deadline_ns, res);
+}
+
+void rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
+                          rlock__results *res)
+{
+    exec(nodes, n, NULL, 0, deadline_ns, res);
+}
+
+/* ---- plain commands ----------------------------------------------------- */
+
+int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
+                         redisReply **replies, int64_t deadline_ns,
+                         rlock__call *call)
+{
+    rlock__result res;
+    leg l;
+    int i, rc = RLOCK_OK;
+
+    memset(&l, 0, sizeof l);
+    memset(&res, 0, sizeof res);
+    l.node = n;
+    if (leg_conn(&l, deadline_ns, &res) != RLOCK_OK)
+        return rlock__fail(call, res.rc, "%s", res.err.msg);
+    for (i = 0; rc == RLOCK_OK && i < ncmds; i++)
+        rc = rlock__conn_append(l.conn, cmds[i].argc, cmds[i].argv,
+                                cmds[i].lens);
+    if (rc != RLOCK_OK) {
+        leg_done(&l, 1);
+        return rlock__fail(call, rc, "out of memory");
+    }
+    l.want = (size_t)(l.hs + ncmds);
+    drive(&l, 1,
+          rlock__now_ns() +
+              (int64_t)n->cfg->connect_timeout_ms * RLOCK__NS_PER_MS,
+          deadline_ns);
+    if (rlock__conn_error(l.conn)->code != 0) {
+        rc = net_error(n, rlock__conn_error(l.conn), cmds[0].argv[0],
+                       n->cfg->request_timeout_ms, &call->err);
+        leg_done(&l, 1);
+        return rc;
+    }
+    if (rlock__conn_ready(l.conn) < l.want) {
+        leg_owes(&l, n->cfg->request_timeout_ms, &res);
+        return rlock__fail(call, RLOCK_ENOREPLY,
+                           "%s: no reply from %s within %d ms", cmds[0].argv[0],
+                           n->where, n->cfg->request_timeout_ms);
+    }
+    if (l.fresh &&
+        (rc = handshake_check(n, l.conn, l.hs, &call->err)) != RLOCK_OK) {
+        leg_done(&l, 1);
+        return rc;
+    }
+    for (i = 0; i < ncmds; i++)
+        rlock__conn_take(l.conn, &replies[i]);
+    leg_done(&l, 0);
+    return RLOCK_OK;
+}
+
+int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
+                        rlock__call *call)
+{
+    rlock__endpoint ep;
+    rlock__neterr ne;
+    rlock__conn *c;
+    size_t want;
+    int hs, rc;
+
+    pthread_mutex_lock(&n->mu);
+    endpoint(n, n->host, n->port, n->path, &ep);
+    rc = rlock__conn_start(&ep, &c, &ne);
+    pthread_mutex_unlock(&n->mu);
+    if (rc != RLOCK_OK)
+        return rlock__fail(call, rc, "cannot connect to %s: %s", n->where,
+                           ne.msg);
+    hs = handshake_queue(n, c, &call->err);
+    if (hs < 0) {
+        rlock__conn_close(c);
+        return hs;
+    }
+    want = (size_t)hs;
+    rlock__net_run(&c, 1, &want, deadline_ns);
+    if (rlock__conn_error(c)->code == 0 &&
+        (!rlock__conn_up(c) || rlock__conn_ready(c) < want))
+        rlock__conn_fail(c, RLOCK_ENOREPLY, "no reply in time");
+    if (rlock__conn_error(c)->code != 0) {
+        rc = net_error(n, rlock__conn_error(c), "connecting",
+                       n->cfg->connect_timeout_ms, &call->err);
+        rlock__conn_close(c);
+        return rc;
+    }
+    if ((rc = handshake_check(n, c, hs, &call->err)) != RLOCK_OK) {
+        rlock__conn_close(c);
+        return rc;
+    }
+    *out = c;
+    return RLOCK_OK;
+}
+
+int rlock__dial(const rlock__node_cfg *cfg, const char *host, int port,
+                const char *where, int ncmds, const rlock__cmd *cmds,
+                redisReply **replies, int64_t deadline_ns, rlock__call *call)
+{
+    rlock__endpoint ep;
+    rlock__neterr ne;
+    rlock__conn *c = NULL;
+    int rc, sent = 0;
+
+    memset(&ep, 0, sizeof ep);
+    ep.host = host;
+    ep.port = port;
+    ep.tls = cfg->tls;
+    ep.attach = rlock__tls_attach;
+    ep.sni = cfg->sni;
+    ep.bounds = cfg->bounds;
+    ep.keepalive = 1;
+    rc = rlock__conn_open(&ep, deadline_ns, &c, &ne);
+    if (rc == RLOCK_ENOREPLY)
+        return rlock__fail(call, rc, "connecting to %s: %s", where, ne.msg);
+    if (rc != RLOCK_OK)
+        return rlock__fail(call, rc, "cannot connect to %s: %s", where, ne.msg);
+    rc = rlock__conn_call(c, ncmds, cmds, replies, deadline_ns, &ne, &sent);
+    rlock__conn_close(c);
+    if (rc == RLOCK_ENOREPLY)
+        return rlock__fail(call, rc, "%s: no reply from %s in time (%s)",
+                           cmds[ncmds - 1].argv[0], where, ne.msg);
+    if (rc != RLOCK_OK)
+        return rlock__fail(call, rc, "%s: %s: %s", cmds[ncmds - 1].argv[0],
+                           where, ne.msg);
+    return RLOCK_OK;
+}

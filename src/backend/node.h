@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One Redis server, as every backend reaches it: its address, a pool of
+ * connections, what a new connection is told first (AUTH, SELECT, and for
+ * Sentinel's masters a ROLE check), script requests with EVALSHA (the
+ * body once after NOSCRIPT) and an optional WAIT in the same write, and
+ * every failure or error reply turned into an RLOCK_E* code with its
+ * detail, naming the server.
+ *
+ * Requests to several nodes go out together and are driven over one
+ * poll by the calling thread (rlock__nodes_exec): Redlock asks all of its
+ * masters at once, a single server is the case of one node.
+ *
+ * A node whose reply did not come in time keeps that connection as owing
+ * (it is still read, in the background of later requests, for a while),
+ * and an undo request for the node is queued behind it: the server then
+ * sees the undo after what it undoes, whatever its pauses, instead of
+ * before it on a fresh connection.
+ */
+#ifndef RLOCK_BACKEND_NODE_H
+#define RLOCK_BACKEND_NODE_H
+
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "core/call.h"
+#include "core/request.h"
+#include "net/conn.h"
+
+/* What every node of a client shares. Strings are borrowed from the
+ * client, which outlives its nodes. */
+typedef struct rlock__node_cfg {
+    const char *username;             /* NULL: AUTH with the password alone */
+    const char *password;             /* NULL: no AUTH */
+    int db;                           /* SELECT unless 0 */
+    const struct rlock__tls_ctx *tls; /* NULL: plain text */
+    const char *sni;
+    rlock__bounds bounds;
+    int connect_timeout_ms; /* a new connection's connect and handshake */
+    int request_timeout_ms; /* a request's reply */
+    int sync_timeout_ms;    /* longest WAIT */
+    int max_connections;
+    int wait_for_connection; /* all busy: wait until the deadline (1), or
+                                fail at once (0, Redlock) */
+    int require_master;      /* ROLE on every new connection must say
+                                master (Sentinel) */
+    /* Loaded with SCRIPT LOAD by the node's first connection, and again
+     * after a NOSCRIPT. */
+    const rlock__script *const *scripts;
+    int nscripts;
+} rlock__node_cfg;
+
+typedef struct rlock__node rlock__node;
+
+/* A node at host:port (path NULL) or the unix socket path; nothing is
+ * opened. where names it in messages (copied; NULL: "host:port"). */
+int rlock__node_new(const rlock__node_cfg *cfg, const char *host, int port,
+                    const char *path, const char *where, rlock__node **out);
+/* Closes every connection and frees the node. NULL is a no-op. */
+void rlock__node_free(rlock__node *n);
+/* In a forked child: forget the parent's connections (not closed in a
+ * way the parent would notice) and start afresh. */
+void rlock__node_after_fork(rlock__node *n);
+/* Closes the idle connections (a master that is one no more). */
+void rlock__node_drain(rlock__node *n);
+/* Points the node at another address; its idle connections go. A node
+ * that moves should have been given a name (where) that stays true:
+ * messages read it without a lock. */
+int rlock__node_move(rlock__node *n, const char *host, int port);
+/* "host:port", or what the node was named. */
+const char *rlock__node_where(const rlock__node *n);
+/* Whether n is at host:port. */
+int rlock__node_is(const rlock__node *n, const char *host, int port);
+
+/* Flags of rlock__nodes_exec. */
+#define RLOCK__X_ASKING 1 /* ASKING first (a cluster slot in migration) */
+#define RLOCK__X_BEHIND                                                        \
+    2 /* an undo: on a node with owing connections, it                         \
+         is queued behind them, not waited for */
+
+/*
+ * Runs req on nodes[0..n) at once, every reply by deadline_ns (a new
+ * connection's handshake also by the connect timeout): res gets n
+ * results, res->r[i] for nodes[i]. An error reply is a failed result
+ * whose reply is kept (a cluster redirection is read from it) and whose
+ * rc is the code it means.
+ */
+void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
+                       int flags, int64_t deadline_ns, rlock__results *res);
+
+/* Opens a connection to each of nodes[0..n) at once, with its handshake,
+ * by deadline_ns, and leaves it in the node's pool (res as above). */
+void rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
+                          rlock__results *res);
+
+/* ncmds commands on a pooled connection of n, every reply by
+ * deadline_ns. RLOCK_OK with replies[0..ncmds) (error replies are
+ * replies), or the failure in call. */
+int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
+                         redisReply **replies, int64_t deadline_ns,
+                         rlock__call *call);
+
+/* A connection of its own (not pooled) with its handshake done, by
+ * deadline_ns: the subscriber's. */
+int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
+                        rlock__call *call);
+
+/* A one-off connection to host:port with cfg's TLS and bounds but no
+ * handshake (sentinels, cluster seeds ask for what they need): the
+ * commands, every reply by deadline_ns, then the connection is closed.
+ * where names it in messages. */
+int rlock__dial(const rlock__node_cfg *cfg, const char *host, int port,
+                const char *where, int ncmds, const rlock__cmd *cmds,
+                redisReply **replies, int64_t deadline_ns, rlock__call *call);
+
+/* Maps an error reply of the server named where to a code, recording the
+ * detail in *e. */
+int rlock__reply_error(const char *where, const redisReply *r, rlock__err *e);
+
+#endif

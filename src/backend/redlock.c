@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Redlock: one lock over N independent Redis masters
+ * (redlock://host1:port1,host2:port2,...[?drift=F&node_timeout_ms=N]).
+ *
+ * A hold exists when a majority (N/2 + 1) of the nodes took it within its
+ * validity: the lease, less the time the requests took, less a drift
+ * allowance (drift x lease + 2 ms) for clocks that run at different
+ * rates. Requests go to every node at once, over one poll driven by the
+ * caller's thread, and the caller waits for all of them or for the
+ * per-node timeout, whichever comes first. No thread per node. A node
+ * still owed an earlier reply (a paused server) counts as failed at once
+ * rather than queueing more work behind it; only undos are queued there,
+ * to reach it after what they undo.
+ *
+ * What the majority means for each operation (tokens chosen over the
+ * nodes, release everywhere, renewal by majority) is the engine's, which
+ * counts every backend's results against its quorum; this file only
+ * reaches the nodes. Waiting is by retries (a release on one node says
+ * nothing about the others) and re-entry is counted by the client: the
+ * backend does not claim RLOCK__BK_ONE_COPY.
+ */
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "backend/backend.h"
+#include "util/clock.h"
+
+typedef struct redlock {
+    rlock__node_cfg cfg;
+    rlock__node *nodes[RLOCK__NODES_MAX];
+    int n;
+    double drift;        /* a fraction of the lease */
+    int node_timeout_ms; /* longest wait for one node's answer */
+} redlock;
+
+static redlock *of(const rlock_client *c)
+{
+    return c->bk;
+}
+
+/* Parameters: drift=F (0 <= F < 1), node_timeout_ms=N; plain decimals
+ * only (no sign, exponent, hex or spaces). */
+static int parse_params(const char *a, double *drift, int *node_timeout_ms,
+                        rlock__call *call)
+{
+    char buf[300];
+
+    while (*a) {
+        const char *amp = strchr(a, '&');
+        size_t alen = amp ? (size_t)(amp - a) : strlen(a);
+        char *e;
+        if (alen > 6 && strncmp(a, "drift=", 6) == 0) {
+            snprintf(buf, sizeof buf, "%.*s", (int)(alen - 6), a + 6);
+            *drift = strtod(buf, &e);
+            if (e == buf || *e || strspn(buf, "0123456789.") != strlen(buf) ||
+                !(*drift >= 0 && *drift < 1))
+                return rlock__fail(call, RLOCK_EINVAL,
+                                   "redlock URL: drift must be a number "
+                                   "from 0 to below 1 (got \"%s\")",
+                                   buf);
+        } else if (alen > 16 && strncmp(a, "node_timeout_ms=", 16) == 0) {
+            long v;
+            snprintf(buf, sizeof buf, "%.*s", (int)(alen - 16), a + 16);
+            v = strtol(buf, &e, 10);
+            if (e == buf || *e || strspn(buf, "0123456789") != strlen(buf) ||
+                v < 1 || v > 60000)
+                return rlock__fail(call, RLOCK_EINVAL,
+                                   "redlock URL: node_timeout_ms must be "
+                                   "1 to 60000 (got \"%s\")",
+                                   buf);
+            *node_timeout_ms = (int)v;
+        } else {
+            return rlock__fail(call, RLOCK_EINVAL,
+                               "redlock URL: unknown parameter \"%.*s\" "
+                               "(drift, node_timeout_ms)",
+                               (int)alen, a);
+        }
+        a += alen + (amp ? 1 : 0);
+    }
+    return RLOCK_OK;
+}
+
+/* The node list, before anything is made: 1 to RLOCK__NODES_MAX entries
+ * of host[:port]. */
+static int check_list(const char *p, const char *end, rlock__call *call)
+{
+    int n = 0;
+
+    if (p == end)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "redlock URL: no nodes (redlock://host:port,...)");
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+
+        if (len == 0)
+            return rlock__fail(call, RLOCK_EINVAL,
+                               "redlock URL: empty node in the list");
+        if (++n > RLOCK__NODES_MAX)
+            return rlock__fail(call, RLOCK_EINVAL,
+                               "redlock URL: at most %d nodes",
+                               RLOCK__NODES_MAX);
+        if (len > 200)
+            return rlock__fail(call, RLOCK_EINVAL,
+                               "redlock URL: node %d is too long", n);
+        if (memchr(p, '/', len) || memchr(p, '@', len))
+            return rlock__fail(call, RLOCK_EINVAL,
+                               "redlock URL: node %d must be host:port "
+                               "(credentials go in the client options)",
+                               n);
+        if (!comma)
+            return RLOCK_OK;
+        p = comma + 1;
+    }
+}
+
+int rlock__redlock_parse(const char *spec, double *drift, int *node_timeout_ms,
+                         const char **list_end, rlock__err *e)
+{
+    const char *q = strchr(spec, '?');
+    rlock__call call;
+    int rc = RLOCK_OK;
+
+    rlock__call_init(&call, 0);
+    *drift = 0.01;
+    *node_timeout_ms = 100;
+    *list_end = q ? q : spec + strlen(spec);
+    if (q)
+        rc = parse_params(q + 1, drift, node_timeout_ms, &call);
+    if (rc == RLOCK_OK)
+        rc = check_list(spec, *list_end, &call);
+    if (rc != RLOCK_OK)
+        *e = call.err;
+    return rc;
+}
+
+static int same_addr(const struct addrinfo *a, const struct addrinfo *b)
+{
+    for (; a; a = a->ai_next) {
+        const struct addrinfo *p;
+        for (p = b; p; p = p->ai_next) {
+            if (a->ai_family != p->ai_family)
+                continue;
+            if (a->ai_family == AF_INET) {
+                const struct sockaddr_in *x = (const void *)a->ai_addr,
+                                         *y = (const void *)p->ai_addr;
+                if (x->sin_port == y->sin_port &&
+                    x->sin_addr.s_addr == y->sin_addr.s_addr)
+                    return 1;
+            } else if (a->ai_family == AF_INET6) {
+                const struct sockaddr_in6 *x = (const void *)a->ai_addr,
+                                          *y = (const void *)p->ai_addr;
+                if (x->sin6_port == y->sin6_port &&
+                    memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) ==
+                        0)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/*
+ * The same server given twice would be two votes of one server, and a
+ * majority of the list would not be a majority of servers. Two entries are
+ * the same node if they name the same host and port, or if any address one
+ * resolves to is an address of the other (a name and its address, two
+ * names of one host). A name that does not resolve is compared by its text
+ * only; connecting to it reports the rest.
+ */
+static int refuse_duplicates(const rlock__url *u, int n, rlock__call *call)
+{
+    struct addrinfo *ai[RLOCK__NODES_MAX] = {0};
+    int i, k, rc = RLOCK_OK;
+
+    for (i = 0; i < n && rc == RLOCK_OK; i++) {
+        struct addrinfo hints;
+        char port[12];
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        snprintf(port, sizeof port, "%d", u[i].port);
+        if (getaddrinfo(u[i].host, port, &hints, &ai[i]) != 0)
+            ai[i] = NULL;
+        for (k = 0; k < i && rc == RLOCK_OK; k++) {
+            char a[300], b[300];
+            if (!((u[k].port == u[i].port &&
+                   strcasecmp(u[k].host, u[i].host) == 0) ||
+                  (ai[k] && ai[i] && same_addr(ai[k], ai[i]))))
+                continue;
+            rlock__url_describe(&u[k], a, sizeof a);
+            rlock__url_describe(&u[i], b, sizeof b);
+            rc = rlock__fail(call, RLOCK_EINVAL,
+                             "redlock URL: nodes %d (%s) and %d (%s) are the "
+                             "same server; each must count once toward the "
+                             "majority",
+                             k + 1, a, i + 1, b);
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (ai[i])
+            freeaddrinfo(ai[i]);
+    return rc;
+}
+
+/* Makes the nodes of "host:port,..." in [spec, end). */
+static int make_nodes(redlock *r, const char *spec, const char *end,
+                      rlock__call *call)
+{
+    rlock__url u[RLOCK__NODES_MAX];
+    const char *p;
+    int n = 0, i, rc = RLOCK_OK;
+
+    memset(u, 0, sizeof u);
+    for (p = spec; p < end && rc == RLOCK_OK;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        char url[220], where[64];
+
+        snprintf(url, sizeof url, "redis://%.*s", (int)len, p);
+        snprintf(where, sizeof where, "%.*s", (int)len, p);
+        if ((rc = rlock__url_parse(url, &u[n], &call->err)) != RLOCK_OK) {
+            rlock__fail(call, rc, "redlock node %s: %.400s", where,
+                        call->err.msg);
+            break;
+        }
+        if (rlock__node_new(&r->cfg, u[n].host, u[n].port, NULL, where,
+                            &r->nodes[n]) != RLOCK_OK) {
+            rc = rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+            n++;
+            break;
+        }
+        n++;
+        p += len + (comma ? 1 : 0);
+        if (!comma)
+            break;
+    }
+    r->n = n;
+    if (rc == RLOCK_OK)
+        rc = refuse_duplicates(u, n, call);
+    for (i = 0; i < n; i++)
+        rlock__url_free(&u[i]);
+    return rc;
+}
+
+static int open_redlock(rlock_client *c, const char *url,
+                        const rlock_client_opts *opts, rlock__call *call)
+{
+    rlock_client_opts eff = *opts;
+    redlock *r = calloc(1, sizeof *r);
+    rlock__results res;
+    rlock__url tls;
+    const char *spec, *end = NULL;
+    char *rest = NULL, why[400] = "";
+    int rc, i, down = 0;
+
+    if (!r)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    c->bk = r;
+    if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
+        return rc;
+    rlock__url_tls(&tls, &eff);
+    rc = rlock__client_tls(c, &eff, call);
+    rlock__url_free(&tls);
+    spec = rest + strlen("redlock://");
+    if (rc == RLOCK_OK)
+        rc = rlock__redlock_parse(spec, &r->drift, &r->node_timeout_ms, &end,
+                                  &call->err);
+    if (rc == RLOCK_OK)
+        snprintf(c->where, sizeof c->where, "redlock://%.*s",
+                 (int)(end - spec) < 280 ? (int)(end - spec) : 280, spec);
+    if (rc == RLOCK_OK && opts->sync_replicas)
+        rc = rlock__fail(call, RLOCK_EINVAL,
+                         "sync_replicas does not apply to redlock:// (the "
+                         "nodes are independent masters)");
+    /* A renewal waits up to the node timeout; it must fit in a renewal
+     * period with room to spare. */
+    if (rc == RLOCK_OK &&
+        (int64_t)r->node_timeout_ms * 3 >= opts->watchdog_lease_ms / 3)
+        rc = rlock__fail(call, RLOCK_EINVAL,
+                         "redlock URL: node_timeout_ms (%d) must be below "
+                         "a ninth of watchdog_lease_ms (%" PRId64 ")",
+                         r->node_timeout_ms, opts->watchdog_lease_ms);
+    if (rc == RLOCK_OK &&
+        ((opts->username && !(c->username = strdup(opts->username))) ||
+         (opts->password && !(c->password = strdup(opts->password)))))
+        rc = rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    if (rc != RLOCK_OK) {
+        free(rest);
+        return rc;
+    }
+    /* Each node answers within the per-node timeout, connecting included.
+     * Two connections each: the caller's request and the background's
+     * (a renewal, an undo) do not make each other fail; a node whose two
+     * connections still owe replies (a paused server) is a failed node for
+     * the request, at once, rather than one to pile more work on. */
+    rlock__node_cfg_of(c, &r->cfg);
+    r->cfg.connect_timeout_ms = r->node_timeout_ms;
+    r->cfg.request_timeout_ms = r->node_timeout_ms;
+    r->cfg.max_connections = 2;
+    r->cfg.wait_for_connection = 0;
+    rc = make_nodes(r, spec, end, call);
+    free(rest);
+    if (rc != RLOCK_OK)
+        return rc;
+    c->nnodes = r->n;
+    c->quorum = r->n / 2 + 1;
+    /* Every node at once: a majority must answer now. A node that is down
+     * may be up later (it is connected to again when a request comes); a
+     * node that refuses us, or an address that is not one, is a mistake
+     * to report now. */
+    rlock__nodes_connect(r->nodes, r->n, rlock__after_ms(r->node_timeout_ms),
+                         &res);
+    for (i = 0; i < r->n; i++) {
+        int e = res.r[i].rc;
+        if (e == RLOCK_OK)
+            continue;
+        if (e != RLOCK_ECONNECT && e != RLOCK_ENOREPLY && e != RLOCK_EIO)
+            return rlock__fail(call, e, "redlock node %s: %.400s",
+                               rlock__node_where(r->nodes[i]),
+                               res.r[i].err.msg);
+        /* The first unreachable node's cause is named: a certificate not
+         * trusted, a refused connection, a timeout. */
+        if (!down++)
+            snprintf(why, sizeof why, "%s: %.300s",
+                     rlock__node_where(r->nodes[i]), res.r[i].err.msg);
+    }
+    if (r->n - down < c->quorum)
+        return rlock__fail(call, RLOCK_EQUORUM,
+                           "redlock: only %d of %d nodes could be reached "
+                           "(a majority is %d); %s",
+                           r->n - down, r->n, c->quorum, why);
+    return RLOCK_OK;
+}
+
+static void close_redlock(rlock_client *c)
+{
+    redlock *r = of(c);
+    int i;
+
+    if (!r)
+        return;
+    for (i = 0; i < r->n; i++)
+        rlock__node_free(r->nodes[i]);
+    free(r);
+    c->bk = NULL;
+}
+
+static void after_fork_redlock(rlock_client *c)
+{
+    redlock *r = of(c);
+    int i;
+
+    for (i = 0; i < r->n; i++)
+        rlock__node_after_fork(r->nodes[i]);
+}
+
+static void exec_redlock(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__results *res, rlock__call *call)
+{
+    redlock *r = of(c);
+
+    rlock__nodes_exec(r->nodes, r->n, req, flags,
+                      rlock__call_until(call, r->node_timeout_ms), res);
+}
+
+static int ping_redlock(rlock_client *c, rlock_server_info *info,
+                        rlock__call *call)
+{
+    redlock *r = of(c);
+    int i, answered = 0;
+    char errs[400] = "";
+    size_t len = 0;
+
+    /* One node after the other: an operator's call, each bounded by the
+     * per-node timeout. The version is the first node's; the round trip
+     * the slowest answer's. */
+    memset(info, 0, sizeof *info);
+    for (i = 0; i < r->n; i++) {
+        rlock_server_info one;
+        rlock__call nc;
+        rlock__call_init(&nc, 0);
+        if (rlock__node_ping(r->nodes[i], r->node_timeout_ms, &one, &nc) ==
+            RLOCK_OK) {
+            if (!answered) {
+                memcpy(info->version, one.version, sizeof info->version);
+                memcpy(info->server, one.server, sizeof info->server);
+            }
+            if (one.rtt_us > info->rtt_us)
+                info->rtt_us = one.rtt_us;
+            answered++;
+        } else if (len < sizeof errs) {
+            len += (size_t)snprintf(errs + len, sizeof errs - len, "; %s: %s",
+                                    rlock__node_where(r->nodes[i]), nc.err.msg);
+        }
+    }
+    if (answered < c->quorum)
+        return rlock__fail(call, RLOCK_EQUORUM,
+                           "ping: %d of %d nodes (a majority is %d)%s",
+                           answered, r->n, c->quorum, errs);
+    return RLOCK_OK;
+}
+
+static int64_t margin_redlock(const rlock_client *c, int64_t lease_ms)
+{
+    return (int64_t)((double)lease_ms * of(c)->drift * 1e6) +
+           2 * RLOCK__NS_PER_MS;
+}
+
+static const char *label_redlock(const rlock_client *c, int i, char *buf,
+                                 size_t len)
+{
+    snprintf(buf, len, " on node %s", rlock__node_where(of(c)->nodes[i]));
+    return buf;
+}
+
+static int failure_redlock(rlock_client *c, const char *what, int ok,
+                           const rlock__results *res, const int *skip,
+                           rlock__call *call)
+{
+    char msg[RLOCK__ERR_MAX];
+    size_t len;
+    int i;
+
+    len = (size_t)snprintf(msg, sizeof msg,
+                           "%s: %d of %d nodes (a majority is %d)", what, ok,
+                           c->nnodes, c->quorum);
+    for (i = 0; i < res->n && len < sizeof msg; i++) {
+        if ((skip && skip[i]) || res->r[i].rc == RLOCK_OK)
+            continue;
+        len += (size_t)snprintf(msg + len, sizeof msg - len, "; %s: %s",
+                                rlock__node_where(of(c)->nodes[i]),
+                                res->r[i].err.msg);
+    }
+    return rlock__fail(call, RLOCK_EQUORUM, "%s", msg);
+}
+
+const rlock__backend rlock__backend_redlock = {
+    "Redlock",
+    "redlock://",
+    0,
+    open_redlock,
+    close_redlock,
+    after_fork_redlock,
+    exec_redlock,
+    rlock__group_all,
+    ping_redlock,
+    NULL,
+    margin_redlock,
+    label_redlock,
+    failure_redlock,
+};

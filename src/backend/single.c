@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One Redis server: redis://, rediss:// and unix:// URLs (util/url.h).
+ * Every request goes to its one node; the URL's credentials and TLS
+ * parameters apply, the options' credentials over them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "util/clock.h"
+
+typedef struct single {
+    rlock__url url;
+    rlock__node_cfg cfg;
+    rlock__node *node;
+} single;
+
+static single *of(const rlock_client *c)
+{
+    return c->bk;
+}
+
+static int open_single(rlock_client *c, const char *url,
+                       const rlock_client_opts *opts, rlock__call *call)
+{
+    rlock_client_opts eff = *opts;
+    rlock__results res;
+    single *s = calloc(1, sizeof *s);
+    int rc;
+
+    if (!s)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    c->bk = s;
+    if ((rc = rlock__url_parse(url, &s->url, &call->err)) != RLOCK_OK)
+        return rc;
+    rlock__url_tls(&s->url, &eff);
+    if ((rc = rlock__client_tls(c, &eff, call)) != RLOCK_OK)
+        return rc;
+    /* Each of the options' credentials overrides the URL's: a password
+     * in the options with a user in the URL is that user's. */
+    if (opts->username || s->url.user)
+        c->username = strdup(opts->username ? opts->username : s->url.user);
+    if (opts->password || s->url.password)
+        c->password = strdup(opts->password ? opts->password : s->url.password);
+    if (((opts->username || s->url.user) && !c->username) ||
+        ((opts->password || s->url.password) && !c->password))
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    rlock__url_describe(&s->url, c->where, sizeof c->where);
+    rlock__node_cfg_of(c, &s->cfg);
+    s->cfg.db = s->url.db;
+    if (rlock__node_new(&s->cfg, s->url.host, s->url.port, s->url.path,
+                        c->where, &s->node) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    c->nnodes = 1;
+    c->quorum = 1;
+    /* Connect now, so a wrong URL or password fails here, by the connect
+     * timeout alone. */
+    rlock__nodes_connect(&s->node, 1, rlock__after_ms(opts->connect_timeout_ms),
+                         &res);
+    if (res.r[0].rc != RLOCK_OK)
+        return rlock__fail(call, res.r[0].rc, "%s", res.r[0].err.msg);
+    return RLOCK_OK;
+}
+
+static void close_single(rlock_client *c)
+{
+    single *s = of(c);
+
+    if (!s)
+        return;
+    rlock__node_free(s->node);
+    rlock__url_free(&s->url);
+    free(s);
+    c->bk = NULL;
+}
+
+static void after_fork_single(rlock_client *c)
+{
+    rlock__node_after_fork(of(c)->node);
+}
+
+static void exec_single(rlock_client *c, const rlock__req *req, int flags,
+                        rlock__results *res, rlock__call *call)
+{
+    int64_t ms = c->opts.command_timeout_ms;
+
+    /* With a WAIT behind the script, its reply may come sync_timeout_ms
+     * later. */
+    if (req->replicas > 0)
+        ms += c->opts.sync_timeout_ms;
+    rlock__nodes_exec(&of(c)->node, 1, req, flags,
+                      rlock__call_until(call, (int)ms), res);
+}
+
+static int ping_single(rlock_client *c, rlock_server_info *info,
+                       rlock__call *call)
+{
+    return rlock__node_ping(of(c)->node, c->opts.command_timeout_ms, info,
+                            call);
+}
+
+static int sub_connect_single(rlock_client *c, rlock__conn **out,
+                              rlock__call *call)
+{
+    return rlock__node_connect(
+        of(c)->node, rlock__call_until(call, c->opts.connect_timeout_ms), out,
+        call);
+}
+
+const rlock__backend rlock__backend_single = {
+    "single server",
+    NULL,
+    RLOCK__BK_ONE_COPY | RLOCK__BK_WAIT,
+    open_single,
+    close_single,
+    after_fork_single,
+    exec_single,
+    rlock__group_all,
+    ping_single,
+    sub_connect_single,
+    rlock__margin_one,
+    rlock__label_none,
+    rlock__failure_one,
+};

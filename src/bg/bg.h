@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Background work of a client: what must happen while no call of the
+ * application is running.
+ *
+ *   watchdog.c    renews leases, notices holds that ran out, calls on_lost
+ *   subscriber.c  the one subscriber connection: its channels and what a
+ *                 message wakes
+ *   cleanup.c     undoes abandoned attempts, later, in order
+ *   thread.c      the driver: one thread per client that runs the three,
+ *                 sleeping in poll(2) until the next is due
+ *
+ * The three steps do not care who drives them: thread.c for the blocking
+ * API, an application's event loop for the event-loop API to come. They
+ * run with the client's mu held and release it around each round trip.
+ */
+#ifndef RLOCK_BG_BG_H
+#define RLOCK_BG_BG_H
+
+#include <stdint.h>
+
+#include "core/call.h"
+#include "core/handles.h"
+#include "core/owner.h"
+#include "bg/driver.h"
+#include "net/conn.h"
+
+typedef struct rlock__sub rlock__sub;         /* subscriber.c */
+typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
+
+struct rlock__bg {
+    const struct rlock__driver *driver; /* bg/driver.h */
+    /* The thread (thread.c). */
+    int running;
+    int started; /* it has begun running (start-up handshake) */
+    int stop;
+    pthread_t thread;
+    int64_t sleep_until; /* its poll ends by then; 0: it is busy */
+    int pipe[2];
+    /* The subscriber (subscriber.c); the connection is the thread's. */
+    rlock__sub *subs;
+    rlock__conn *sub_conn;
+    int sub_up;
+    int64_t sub_retry_at;
+    /* Undos still to send (cleanup.c). */
+    rlock__cleanup *cleanups;
+};
+
+/* ---- lifecycle (bg.c) --------------------------------------------------- */
+
+/* The background state of a new client, driven by driver (nothing
+ * started). */
+int rlock__bg_new(rlock_client *c, const struct rlock__driver *driver);
+/* Stops the driver and frees everything (mu not held). */
+void rlock__bg_free(rlock_client *c);
+/* In a forked child: no driver running, no subscriber, no undos of the
+ * parent's. */
+void rlock__bg_after_fork(rlock_client *c);
+
+/* ---- the steps ------------------------------------------------------------
+ */
+
+/* Each runs with mu held (released around round trips) and lowers *next
+ * to when it wants to run again. */
+void rlock__watchdog_step(rlock_client *c, int64_t *next);
+void rlock__cleanup_step(rlock_client *c, int64_t *next);
+void rlock__sub_step(rlock_client *c, int64_t *next);
+
+/* The deadline of the background's round trips: the earliest lease end of
+ * the client's holds, so that no server can keep it from telling a holder
+ * that its lease ran out (mu held). */
+int64_t rlock__bg_bound(rlock_client *c);
+
+/* ---- the subscriber (subscriber.c) --------------------------------------- */
+
+/* m's channel is wanted (mu held): subscribed while m exists. Returns 1
+ * if the subscription is active, 0 if not yet, or an error. */
+int rlock__sub_want(rlock_client *c, rlock_mutex *m, rlock__call *call);
+/* m no longer wants its channel (mu held). */
+void rlock__sub_release(rlock_client *c, rlock_mutex *m);
+/* The subscriber connection's descriptor and the events it waits for (0:
+ * none). Background thread only. */
+short rlock__sub_events(rlock_client *c, int *fd);
+/* Serves the subscriber connection after poll reported revents (mu not
+ * held). */
+void rlock__sub_io(rlock_client *c, short revents);
+/* Closes the subscriber connection. */
+void rlock__sub_shutdown(rlock_client *c);
+void rlock__sub_free(rlock_client *c);
+
+/* ---- undos (cleanup.c) --------------------------------------------------- */
+
+/* Undoes owner's acquisition nonce of m later, in the background, until
+ * Redis confirms it or what it would remove has expired by itself (mu not
+ * held). */
+void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce);
+void rlock__cleanup_free(rlock_client *c);
+
+#endif

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The subscriber connection: one per client, shared by every waiting
+ * owner and every lock name of the client (a connection per waiter would
+ * multiply connections under load, the failure Redisson users report as
+ * "Unable to acquire subscription").
+ *
+ * The layout names the channel (rlock's own: one per lock and client, so
+ * a release wakes one process; Redisson's: one per lock) and says what a
+ * message on it wakes. A channel is subscribed the first time a mutex of
+ * that name has to wait and stays subscribed while that mutex exists, so
+ * a busy waiter pays for SUBSCRIBE once, not on every wait.
+ *
+ * When the connection breaks, every waiter is woken at once: it retries,
+ * and waits with jittered backoff until the connection and its
+ * subscriptions are back, so a message lost in the outage costs one retry.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/reply.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+enum { WANTED, SENT, ACTIVE };
+
+struct rlock__sub {
+    rlock__sub *next;
+    char *channel;
+    size_t channel_len;
+    const rlock__layout *layout;
+    int users; /* mutexes that want it */
+    int state;
+};
+
+static rlock__sub *sub_find(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__sub *s;
+
+    for (s = c->bg->subs; s; s = s->next)
+        if (s->channel_len == len && memcmp(s->channel, ch, len) == 0)
+            return s;
+    return NULL;
+}
+
+static rlock__sub *sub_of(rlock_client *c, const rlock_mutex *m)
+{
+    rlock__sub *s;
+
+    for (s = c->bg->subs; s; s = s->next)
+        if (s->layout == m->layout &&
+            m->layout->is_channel(c, m, s->channel, s->channel_len))
+            return s;
+    return NULL;
+}
+
+/* Wakes the waiters of one channel, or all of them (ch == NULL). */
+static void wake_waiters(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__waiter *w;
+
+    for (w = c->waiters; w; w = w->next) {
+        const rlock__layout *lay = w->m->layout;
+        if (ch && (!lay->wakes || !lay->is_channel(c, w->m, ch, len)))
+            continue;
+        rlock__waiter_wake(w);
+    }
+}
+
+int rlock__sub_want(rlock_client *c, rlock_mutex *m, rlock__call *call)
+{
+    rlock__sub *s = sub_of(c, m);
+    int rc;
+
+    if (m->subscribed && m->sub_gen != c->fork_gen)
+        m->subscribed = 0; /* taken in the parent of a fork: not ours */
+    if (!m->subscribed) {
+        if (!s) {
+            s = calloc(1, sizeof *s);
+            if (!s ||
+                !(s->channel = m->layout->sub_channel(c, m, &s->channel_len))) {
+                free(s);
+                return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+            }
+            s->layout = m->layout;
+            s->state = WANTED;
+            s->next = c->bg->subs;
+            c->bg->subs = s;
+        }
+        s->users++;
+        m->subscribed = 1;
+        m->sub_gen = c->fork_gen;
+    }
+    if ((rc = rlock__bg_ensure(c, call)) != RLOCK_OK)
+        return rc;
+    if (s->state == WANTED)
+        rlock__bg_kick(c);
+    return s->state == ACTIVE && c->bg->sub_up;
+}
+
+void rlock__sub_release(rlock_client *c, rlock_mutex *m)
+{
+    rlock__sub *s = m->sub_gen == c->fork_gen ? sub_of(c, m) : NULL;
+
+    m->subscribed = 0;
+    if (s && --s->users == 0)
+        rlock__bg_kick(c);
+}
+
+static void sub_remove(rlock_client *c, rlock__sub *s)
+{
+    rlock__sub **p;
+
+    for (p = &c->bg->subs; *p; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            free(s->channel);
+            free(s);
+            return;
+        }
+    }
+}
+
+/* Forgets the connection; every subscription must be sent again. */
+static void sub_drop(rlock_client *c)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__sub *s, *next;
+
+    if (bg->sub_conn) {
+        rlock__conn_close(bg->sub_conn);
+        bg->sub_conn = NULL;
+    }
+    bg->sub_up = 0;
+    for (s = bg->subs; s; s = next) {
+        next = s->next;
+        if (s->users == 0)
+            sub_remove(c, s);
+        else
+            s->state = WANTED;
+    }
+    wake_waiters(c, NULL, 0);
+}
+
+static void handle(rlock_client *c, const redisReply *r)
+{
+    rlock__pubsub p;
+    rlock__sub *s;
+
+    if (rlock__parse_pubsub(r, &p) != RLOCK_OK)
+        return;
+    s = sub_find(c, p.channel, p.channel_len);
+    if (!s)
+        return;
+    if (p.kind == RLOCK__PS_MESSAGE) {
+        s->layout->message(c, &p);
+    } else if (p.kind == RLOCK__PS_SUBSCRIBE && s->state == SENT) {
+        s->state = ACTIVE;
+        /* Waiters that were waiting for the subscription retry now: a
+         * release before this point sent no message they heard. */
+        wake_waiters(c, p.channel, p.channel_len);
+    }
+}
+
+/* Handles every reply the connection has read (mu held). */
+static void drain(rlock_client *c, rlock__conn *conn)
+{
+    redisReply *r;
+
+    for (;;) {
+        r = NULL;
+        if (!rlock__conn_take(conn, &r))
+            break;
+        handle(c, r);
+        freeReplyObject(r);
+    }
+}
+
+void rlock__sub_step(rlock_client *c, int64_t *next)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__sub *s, *nexts;
+    int pending = 0;
+
+    if (!bg->subs) {
+        /* Nobody waits for anything: keep no idle connection open. */
+        if (bg->sub_conn)
+            sub_drop(c);
+        return;
+    }
+    if (!bg->sub_conn) {
+        rlock__conn *conn = NULL;
+        rlock__call call;
+        int rc;
+
+        if (rlock__now_ns() < bg->sub_retry_at) {
+            *next = rlock__earlier(*next, bg->sub_retry_at);
+            return;
+        }
+        rlock__call_init(&call, rlock__bg_bound(c));
+        pthread_mutex_unlock(&c->mu);
+        rc = c->backend->sub_connect ? c->backend->sub_connect(c, &conn, &call)
+                                     : RLOCK_EINVAL;
+        pthread_mutex_lock(&c->mu);
+        if (rc != RLOCK_OK) {
+            bg->sub_retry_at = rlock__after_ms(
+                rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms));
+            *next = rlock__earlier(*next, bg->sub_retry_at);
+            return;
+        }
+        rlock__conn_set_push(conn, 1);
+        bg->sub_conn = conn;
+        bg->sub_up = 1;
+        for (s = bg->subs; s; s = s->next)
+            s->state = WANTED;
+    }
+    for (s = bg->subs; s; s = nexts) {
+        const char *argv[2];
+        size_t lens[2];
+
+        nexts = s->next;
+        if (s->users == 0) {
+            if (s->state != WANTED) {
+                argv[0] = "UNSUBSCRIBE";
+                lens[0] = 11;
+                argv[1] = s->channel;
+                lens[1] = s->channel_len;
+                rlock__conn_append(bg->sub_conn, 2, argv, lens);
+                pending = 1;
+            }
+            sub_remove(c, s);
+        } else if (s->state == WANTED) {
+            argv[0] = "SUBSCRIBE";
+            lens[0] = 9;
+            argv[1] = s->channel;
+            lens[1] = s->channel_len;
+            rlock__conn_append(bg->sub_conn, 2, argv, lens);
+            s->state = SENT;
+            pending = 1;
+        }
+    }
+    /* Written at once as far as the socket takes it, never waiting: what
+     * is left goes out when the background thread's poll finds the socket
+     * writable (rlock__sub_events). The same call reads what has arrived
+     * already, and a confirmation read here leaves nothing on the socket
+     * for the poll to see: it is handled now (drain), or it would wait in
+     * the buffer for the next message while waiters, never told they are
+     * subscribed, polled with backoff. */
+    if (pending && rlock__conn_io(bg->sub_conn, 0) != RLOCK_OK)
+        sub_drop(c);
+    else if (pending)
+        drain(c, bg->sub_conn);
+}
+
+void rlock__sub_io(rlock_client *c, short revents)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__conn *conn;
+    int failed;
+
+    /* Only this thread touches the connection after creating it. */
+    pthread_mutex_lock(&c->mu);
+    conn = bg->sub_conn;
+    pthread_mutex_unlock(&c->mu);
+    if (!conn)
+        return;
+    failed = rlock__conn_io(conn, revents) != RLOCK_OK;
+    pthread_mutex_lock(&c->mu);
+    drain(c, conn);
+    if (failed) {
+        sub_drop(c);
+        bg->sub_retry_at = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+short rlock__sub_events(rlock_client *c, int *fd)
+{
+    if (!c->bg->sub_conn)
+        return 0;
+    *fd = rlock__conn_fd(c->bg->sub_conn);
+    return rlock__conn_events(c->bg->sub_conn);
+}
+
+void rlock__sub_shutdown(rlock_client *c)
+{
+    if (c->bg->sub_conn) {
+        rlock__conn_close(c->bg->sub_conn);
+        c->bg->sub_conn = NULL;
+    }
+    c->bg->sub_up = 0;
+}
+
+void rlock__sub_free(rlock_client *c)
+{
+    while (c->bg->subs) {
+        rlock__sub *s = c->bg->subs;
+        c->bg->subs = s->next;
+        free(s->channel);
+        free(s);
+    }
+}

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Lease timers, run by the background work.
+ *
+ * Watchdog holds (lease_ms = 0) are renewed every third of their lease.
+ * A hold handed over by a release may have been granted a shorter lease
+ * than it asked for (no longer than its place in the queue had left); it
+ * is topped up to its own lease at a third of the granted one, watchdog or
+ * not, and that top-up does not count as a renewal.
+ * All renewals that are due, or will be within half of that period, go
+ * to Redis together, a thousand per script call: one round trip per tick
+ * for every thousand locks the client holds. A renewal checks owner and
+ * token, so it can never revive a lock that was released or taken by
+ * someone else. Over several nodes (Redlock) a hold is renewed when a
+ * majority renewed it, and gone when a majority no longer has it.
+ *
+ * A hold whose lease end passes without a successful renewal (Redis
+ * unreachable, the renewal cap reached, a fixed lease never extended) is
+ * lost, and so is one that a renewal finds gone. A lost hold gets its
+ * on_lost callback exactly once, from the background, and its next
+ * unlock or extend returns RLOCK_ELOST. The holds of an owner the
+ * application freed are forgotten: no longer renewed, their keys expire.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/fork.h"
+#include "core/reply.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+/* Most holds renewed by one script call. */
+#define RENEW_BATCH 1000
+
+typedef struct renewal {
+    uint64_t serial;
+    int64_t lease_ms;
+    int replicas;                /* the mutex's sync_replicas */
+    const rlock__script *script; /* batches hold one script ... */
+    int group;                   /* ... and one backend group */
+    char *key;
+    size_t key_len;
+    char owner[RLOCK__OWNER_MAX];
+    size_t owner_len;
+    uint64_t token;
+} renewal;
+
+static int64_t period_ns(const rlock__hold *h)
+{
+    return h->cur_lease_ms * RLOCK__NS_PER_MS / 3;
+}
+
+static int topping_up(const rlock__hold *h)
+{
+    return h->cur_lease_ms < h->lease_ms;
+}
+
+static int may_renew(const rlock__hold *h)
+{
+    if (h->lost || h->renewing || h->releasing || h->extending)
+        return 0;
+    return topping_up(h) ||
+           (h->watchdog && (h->m->opts.max_renewals == 0 ||
+                            h->renewals < h->m->opts.max_renewals));
+}
+
+static void mark_lost(rlock__hold *h)
+{
+    if (!h->lost) {
+        h->lost = 1;
+        h->notify = 1;
+    }
+}
+
+/* Whether hold k of a batch of n was renewed over the nodes: 1 by a
+ * majority, 0 gone on a majority, -1 not known (try again). */
+static int tally(const rlock_client *c, const rlock__results *res,
+                 const int *ok, size_t k)
+{
+    int i, renewed = 0, gone = 0;
+
+    for (i = 0; i < res->n; i++)
+        if (ok[i])
+            *(rlock__renewed(res->r[i].reply, k) ? &renewed : &gone) += 1;
+    return renewed >= c->quorum ? 1 : gone > c->nnodes - c->quorum ? 0 : -1;
+}
+
+/* Sends one batch; mu is released meanwhile. t_step: when the step that
+ * collected it began. */
+static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
+{
+    rlock__results res;
+    rlock__call call;
+    rlock__req req;
+    int64_t t_send;
+    int i, ok[RLOCK__NODES_MAX] = {0}, replicas = 0, sent;
+    long long acks;
+
+    /* One WAIT covers the batch: the most any of its holds asks for. */
+    for (i = 0; i < n; i++)
+        if (rn[i].replicas > replicas)
+            replicas = rn[i].replicas;
+    rlock__call_init(&call, rlock__bg_bound(c));
+    pthread_mutex_unlock(&c->mu);
+
+    rlock__req_init(&req, rn[0].script);
+    req.replicas = replicas;
+    for (i = 0; i < n; i++)
+        rlock__req_key(&req, rn[i].key, rn[i].key_len);
+    for (i = 0; i < n; i++) {
+        rlock__req_arg(&req, rn[i].owner, rn[i].owner_len);
+        rlock__req_argu(&req, rn[i].token);
+        rlock__req_argi(&req, rn[i].lease_ms);
+    }
+    t_send = rlock__now_ns();
+    sent = rlock__req_finish(&req) == RLOCK_OK;
+    if (sent)
+        c->backend->exec(c, &req, 0, &res, &call);
+    else
+        rlock__results_init(&res, 0);
+    for (i = 0; i < res.n; i++)
+        ok[i] = res.r[i].rc == RLOCK_OK &&
+                rlock__parse_renew(res.r[i].reply, (size_t)n) == RLOCK_OK;
+    /* WAIT goes with the one-server backends: the first node's. */
+    acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
+    pthread_mutex_lock(&c->mu);
+
+    for (i = 0; i < n; i++) {
+        rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
+        int renewed = res.n > 0 ? tally(c, &res, ok, (size_t)i) : -1;
+        if (!h)
+            continue; /* unlocked or freed meanwhile */
+        h->renewing = 0;
+        if (renewed < 0 || (renewed && acks < rn[i].replicas)) {
+            /* Failed, or (sync_replicas) renewed on the master only,
+             * which a failover could undo, so it does not move the lease
+             * end we count with. Try again soon; the lease end decides
+             * when to give up. */
+            int64_t retry = period_ns(h) / 10;
+            if (retry < 10 * RLOCK__NS_PER_MS)
+                retry = 10 * RLOCK__NS_PER_MS;
+            h->renew_at = rlock__now_ns() + retry;
+        } else if (renewed) {
+            /* What this request set, not what the hold asks for now. */
+            if (!topping_up(h))
+                h->renewals++;
+            h->cur_lease_ms = rn[i].lease_ms;
+            h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS -
+                             c->backend->margin_ns(c, rn[i].lease_ms);
+            /* Every batch of a step is due again at the same moment, a
+             * period after the step began (a little early for the later
+             * batches), so that the holds renewed together stay together
+             * and the next step again sends full batches. */
+            h->renew_at = t_step + period_ns(h);
+        } else if (!h->releasing) {
+            mark_lost(h);
+        }
+    }
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+    pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
+}
+
+static int by_group(const void *a, const void *b)
+{
+    const renewal *x = a, *y = b;
+
+    if (x->script != y->script)
+        return x->script < y->script ? -1 : 1;
+    return x->group - y->group;
+}
+
+static void renew_due(rlock_client *c)
+{
+    renewal *rn = NULL;
+    rlock__hold *h;
+    int n = 0, cap = 0, off, mixed = 0;
+    int64_t now = rlock__now_ns();
+
+    /* One walk collects every hold that is due or will be within half a
+     * period (renewing a little early costs nothing); they go out in
+     * script calls of RENEW_BATCH, one after the other. */
+    for (h = c->holds.list; h; h = h->next) {
+        rlock_mutex *m = h->m;
+        if (!may_renew(h) || h->renew_at > now + period_ns(h) / 2)
+            continue;
+        if (n == cap) {
+            renewal *bigger;
+            cap = cap ? cap * 2 : 16;
+            bigger = realloc(rn, sizeof *rn * (size_t)cap);
+            if (!bigger)
+                break;
+            rn = bigger;
+        }
+        /* Copy what the request needs: the mutex may be freed while mu is
+         * released for the round trip. */
+        rn[n].key = malloc(m->key_lens[0] ? m->key_lens[0] : 1);
+        if (!rn[n].key)
+            break;
+        memcpy(rn[n].key, m->keys[0], m->key_lens[0]);
+        rn[n].key_len = m->key_lens[0];
+        rn[n].serial = h->serial;
+        rn[n].lease_ms = h->lease_ms;
+        rn[n].replicas = m->replicas;
+        rn[n].script = m->layout->renew;
+        rn[n].group = c->backend->group(c, rn[n].key, rn[n].key_len);
+        rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
+        rn[n].token = h->token;
+        h->renewing = 1;
+        n++;
+    }
+    /* The bound computed before the first call stays right for the
+     * others: renewals only move lease ends later. On a cluster a
+     * script's keys must share a slot: one batch per group. */
+    for (off = 1; off < n; off++)
+        mixed |= by_group(&rn[off], &rn[0]) != 0;
+    if (mixed)
+        qsort(rn, (size_t)n, sizeof *rn, by_group);
+    for (off = 0; off < n;) {
+        int len = 1;
+        while (off + len < n && len < RENEW_BATCH &&
+               by_group(&rn[off + len], &rn[off]) == 0)
+            len++;
+        renew_batch(c, rn + off, len, now);
+        off += len;
+    }
+    while (n-- > 0)
+        free(rn[n].key);
+    free(rn);
+}
+
+/* Calls pending on_lost callbacks one at a time, mu released around each;
+ * rlock_mutex_free waits for a callback on its mutex to finish. */
+static void notify_lost(rlock_client *c)
+{
+    uint64_t resume = 0; /* serial of the hold to go on from, 0: the head */
+
+    /* One pass over the holds, not one per loss: 100,000 holds lost at
+     * once must not cost 100,000 walks. mu is released around each
+     * callback, so the pass goes on from the next hold by its serial (it
+     * may have gone meanwhile: then from the head, which sees everything
+     * again). */
+    for (;;) {
+        rlock__hold *h =
+            resume ? rlock__hold_by_serial(&c->holds, resume) : NULL;
+        rlock__hold *start = h ? h : c->holds.list;
+        rlock_mutex *m;
+
+        for (h = start; h && (!h->notify || !h->m->opts.on_lost); h = h->next)
+            h->notify = 0; /* nothing to call for it */
+        if (!h) {
+            if (start != c->holds.list) {
+                resume = 0; /* once more from the head, for what came
+                               meanwhile */
+                continue;
+            }
+            return;
+        }
+        h->notify = 0;
+        m = h->m;
+        resume = h->next ? h->next->serial : 0;
+        c->in_callback = m;
+        pthread_mutex_unlock(&c->mu);
+        /* The callback is the application's code: it may fork, and the
+         * calls it makes get the client's own timeouts. */
+        rlock__busy_end();
+        m->opts.on_lost(m, m->opts.on_lost_arg);
+        rlock__busy_begin();
+        pthread_mutex_lock(&c->mu);
+        c->in_callback = NULL;
+        pthread_cond_broadcast(&c->state_cv);
+    }
+}
+
+int64_t rlock__bg_bound(rlock_client *c)
+{
+    const rlock__hold *h;
+    int64_t end = rlock__after_ms(c->shortest_lease_ms);
+
+    /* The earliest lease end of the holds there are; and for holds taken
+     * while the round trip is under way (whose lease ends no sooner than
+     * the shortest lease after they were taken), the shortest lease. */
+    for (h = c->holds.list; h; h = h->next)
+        if (!h->lost && !h->releasing && h->valid_until < end)
+            end = h->valid_until;
+    return end;
+}
+
+/* Holds whose lease ended unrenewed are lost; holds of owners the
+ * application freed are forgotten. */
+static void sweep(rlock_client *c)
+{
+    rlock__hold *h, *next;
+    int64_t now = rlock__now_ns();
+
+    for (h = c->holds.list; h; h = next) {
+        next = h->next;
+        if (rlock__owner_gone(h->owner.obj) && !h->renewing && !h->releasing &&
+            !h->extending) {
+            rlock__hold_remove(&c->holds, h);
+            continue;
+        }
+        if (!h->lost && !h->releasing && !h->renewing && h->valid_until <= now)
+            mark_lost(h);
+    }
+}
+
+void rlock__watchdog_step(rlock_client *c, int64_t *next)
+{
+    rlock__hold *h;
+
+    sweep(c);
+    renew_due(c);
+    sweep(c);
+    notify_lost(c);
+    for (h = c->holds.list; h; h = h->next) {
+        if (h->lost || h->releasing)
+            continue;
+        *next = rlock__earlier(*next, h->valid_until);
+        if (may_renew(h))
+            *next = rlock__earlier(*next, h->renew_at);
+    }
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The two handles of the API, as the library sees them.
+ *
+ * The client handle: settings, identity, and the state shared by every
+ * thread that uses it. Each module that keeps state per client keeps it
+ * behind a pointer of its own type (the backend's nodes, the background
+ * work), so that this struct names who owns what without holding their
+ * insides.
+ *
+ * Locking: mu guards the hold table, the waiters, the background state
+ * and the fields marked "mu" below. Nobody holds mu while talking to
+ * Redis. state_cv (with mu) is signalled when a renewal, an on_lost
+ * callback or the background thread's start-up finishes, for the calls
+ * that wait for one of those.
+ */
+#ifndef RLOCK_CORE_HANDLES_H
+#define RLOCK_CORE_HANDLES_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "core/hold.h"
+#include "core/owner.h"
+#include "core/waiter.h"
+#include "util/random.h"
+
+struct rlock__backend; /* backend/backend.h */
+struct rlock__script;  /* core/request.h */
+struct rlock__bg;      /* bg/bg.h */
+struct rlock__tls_ctx; /* net/tls.h */
+
+struct rlock_client {
+    uint64_t serial;        /* tags the thread's error records; unique */
+    rlock_client_opts opts; /* copies; key_prefix and credentials NULL */
+    char *prefix;
+    char *username;
+    char *password;
+    struct rlock__tls_ctx *tls; /* NULL: plain text */
+    char *tls_sni;
+    char where[300]; /* the URL without password, for messages */
+
+    char id[RLOCK__ID_LEN + 1]; /* random; new in a forked child */
+    char who[RLOCK__WHO_MAX];   /* "@<host>/<pid>" */
+    unsigned fork_gen;
+
+    /* Every script a request may name, for the servers to load first. */
+    const struct rlock__script *const *scripts;
+    int nscripts;
+
+    /* The deployment: how requests reach Redis (backend/). */
+    const struct rlock__backend *backend;
+    void *bk;   /* the backend's own state */
+    int nnodes; /* nodes a request goes to, and how many must agree */
+    int quorum;
+
+    pthread_mutex_t mu;
+    pthread_cond_t state_cv;
+    rlock__holds holds;     /* mu */
+    rlock__waiter *waiters; /* mu */
+    unsigned cancel_gen;    /* mu; bumped by rlock_client_cancel_waits */
+    const rlock_mutex *in_callback; /* mu; whose on_lost is running */
+    /* The shortest lease this client has used or may grant; bounds the
+     * background thread's round trips (mu). */
+    int64_t shortest_lease_ms;
+    uint64_t next_nonce; /* acquisitions' nonces (atomic) */
+
+    struct rlock__bg *bg; /* background work (bg/) */
+};
+
+/*
+ * The mutex handle: one lock name reached through one client, with the
+ * names of its keys and channel as its layout spells them. The handle
+ * owns those names; the holds taken through it point back at it and are
+ * forgotten when it is freed.
+ */
+struct rlock__layout; /* layout/layout.h */
+
+/* Most keys a layout uses for one lock. */
+#define RLOCK__KEYS_MAX 5
+
+struct rlock_mutex {
+    rlock_client *c;
+    const struct rlock__layout *layout;
+    char *name;
+    size_t name_len;
+    int nkeys;
+    char *keys[RLOCK__KEYS_MAX]; /* the lock's own key first */
+    size_t key_lens[RLOCK__KEYS_MAX];
+    char *channel; /* where releases are announced (layout's naming) */
+    size_t channel_len;
+    rlock_mutex_opts opts;
+    int64_t lease_ms; /* of each hold: opts.lease_ms or the watchdog's */
+    int replicas;     /* WAIT for this many replicas after writes (0) */
+    int subscribed;   /* holds a reference on its channel's subscription */
+    unsigned sub_gen; /* the client's fork generation when it did */
+    struct rlock__hold *holds; /* taken through this handle (mu held) */
+};
+
+#endif

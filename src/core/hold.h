@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The hold table: what a client knows about the locks its owners hold.
+ *
+ * Redis is the authority on who holds a lock; this table is the client's
+ * bookkeeping of its own holds: the token to show on release, a mirror of
+ * the hold count, and when the lease ends on the monotonic clock. The
+ * watchdog walks it to renew leases and to notice holds that ran out.
+ * Everything here runs with the client's mu held.
+ */
+#ifndef RLOCK_CORE_HOLD_H
+#define RLOCK_CORE_HOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "core/owner.h"
+
+typedef struct rlock__hold {
+    struct rlock__hold *next, *prev; /* the client's list of holds */
+    struct rlock__hold *m_next;      /* the mutex's holds */
+    struct rlock__hold *key_next;    /* hash chain by (name, owner) */
+    struct rlock__hold *serial_next; /* hash chain by serial */
+    uint64_t serial; /* unique in the client, for in-flight renewals */
+    rlock_mutex *m;
+    rlock__as owner; /* owns a reference on owner.obj */
+    uint64_t token;
+    int64_t count;
+    int64_t lease_ms;     /* the lease asked for */
+    int64_t cur_lease_ms; /* the lease Redis last set (a grant may be
+                             shorter; the watchdog tops it up) */
+    int watchdog;         /* renewed by the background thread */
+    uint32_t renewals;    /* renewals done so far */
+    int64_t valid_until;  /* monotonic ns: lease end as far as we know */
+    int64_t renew_at;     /* monotonic ns: next renewal (watchdog) */
+    int lost;             /* the hold is gone (unlock will say ELOST) */
+    int notify;           /* on_lost is still to be called */
+    int releasing;        /* an unlock that may end the hold is in flight */
+    int release_unknown;  /* a final unlock's reply was lost: it may have
+                             released the lock already */
+    int extending;        /* rlock_mutex_extend is in flight */
+    int renewing;         /* a renewal of this hold is in flight */
+} rlock__hold;
+
+typedef struct rlock__holds {
+    rlock__hold *list;       /* every hold, newest first */
+    rlock__hold **by_key;    /* hash of holds by (name, layout, owner) */
+    rlock__hold **by_serial; /* hash of holds by serial */
+    size_t slots;            /* size of both, a power of two, or 0 */
+    size_t n;
+    uint64_t next_serial;
+} rlock__holds;
+
+/* Owner's hold of the lock m names (same name and layout, through any
+ * mutex handle of the client), or NULL. */
+rlock__hold *rlock__hold_find(rlock__holds *t, const rlock_mutex *m,
+                              uint64_t owner);
+rlock__hold *rlock__hold_by_serial(rlock__holds *t, uint64_t serial);
+/* A new hold of m by owner, added to the table (serial set, a reference
+ * on owner.obj taken); NULL if memory ran out. */
+rlock__hold *rlock__hold_new(rlock__holds *t, rlock_mutex *m, rlock__as owner);
+/* Removes h from the table and frees it. */
+void rlock__hold_remove(rlock__holds *t, rlock__hold *h);
+/* Forgets every hold of m, or of the whole table (m NULL), which is then
+ * freed (it grows again on the next add). */
+void rlock__hold_clear(rlock__holds *t, rlock_mutex *m);
+
+#endif

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rlock/rlock.h>
+
+#include "core/request.h"
+
+void rlock__req_init(rlock__req *r, const rlock__script *s)
+{
+    r->script = s;
+    r->replicas = 0;
+    r->nkeys = 0;
+    r->failed = 0;
+    r->argv = r->small_argv;
+    r->lens = r->small_lens;
+    r->cap = RLOCK__REQ_SMALL;
+    r->chunks = NULL;
+    r->small_used = 0;
+    r->argv[0] = "EVALSHA";
+    r->lens[0] = 7;
+    r->argv[1] = s->sha;
+    r->lens[1] = 40;
+    r->argv[2] = r->nk;
+    r->argc = 3;
+}
+
+void rlock__req_free(rlock__req *r)
+{
+    while (r->chunks) {
+        rlock__chunk *k = r->chunks;
+        r->chunks = k->next;
+        free(k);
+    }
+    if (r->argv != r->small_argv) {
+        free(r->argv);
+        free(r->lens);
+    }
+    r->argv = r->small_argv;
+    r->lens = r->small_lens;
+}
+
+static int room(rlock__req *r)
+{
+    const char **argv;
+    size_t *lens;
+    int cap;
+
+    if (r->failed)
+        return 0;
+    if (r->argc < r->cap)
+        return 1;
+    cap = r->cap * 2;
+    argv = malloc(sizeof *argv * (size_t)cap);
+    lens = malloc(sizeof *lens * (size_t)cap);
+    if (!argv || !lens) {
+        free(argv);
+        free(lens);
+        r->failed = 1;
+        return 0;
+    }
+    memcpy(argv, r->argv, sizeof *argv * (size_t)r->argc);
+    memcpy(lens, r->lens, sizeof *lens * (size_t)r->argc);
+    if (r->argv != r->small_argv) {
+        free(r->argv);
+        free(r->lens);
+    }
+    r->argv = argv;
+    r->lens = lens;
+    r->cap = cap;
+    return 1;
+}
+
+void rlock__req_key(rlock__req *r, const char *p, size_t len)
+{
+    /* Keys come before arguments: a key after an argument would be sent
+     * as one. */
+    if (r->argc != 3 + r->nkeys)
+        r->failed = 1;
+    if (!room(r))
+        return;
+    r->argv[r->argc] = p;
+    r->lens[r->argc++] = len;
+    r->nkeys++;
+}
+
+void rlock__req_arg(rlock__req *r, const char *p, size_t len)
+{
+    if (!room(r))
+        return;
+    r->argv[r->argc] = p;
+    r->lens[r->argc++] = len;
+}
+
+void rlock__req_args(rlock__req *r, const char *s)
+{
+    rlock__req_arg(r, s, strlen(s));
+}
+
+/* len bytes of the request's own storage. */
+static char *store(rlock__req *r, size_t len)
+{
+    rlock__chunk *k;
+
+    if (r->small_used + len <= sizeof r->small_buf) {
+        char *p = r->small_buf + r->small_used;
+        r->small_used += len;
+        return p;
+    }
+    k = r->chunks;
+    if (!k || k->cap - k->used < len) {
+        size_t cap = len > 4096 ? len : 4096;
+        k = malloc(sizeof *k + cap);
+        if (!k) {
+            r->failed = 1;
+            return NULL;
+        }
+        k->cap = cap;
+        k->used = 0;
+        k->next = r->chunks;
+        r->chunks = k;
+    }
+    k->used += len;
+    return k->data + k->used - len;
+}
+
+static void arg_copy(rlock__req *r, const char *s, size_t len)
+{
+    char *p = store(r, len);
+
+    if (p) {
+        memcpy(p, s, len);
+        rlock__req_arg(r, p, len);
+    }
+}
+
+void rlock__req_argu(rlock__req *r, uint64_t v)
+{
+    char buf[24];
+
+    arg_copy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRIu64, v));
+}
+
+void rlock__req_argi(rlock__req *r, int64_t v)
+{
+    char buf[24];
+
+    arg_copy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRId64, v));
+}
+
+int rlock__req_finish(rlock__req *r)
+{
+    if (r->failed)
+        return RLOCK_ENOMEM;
+    r->lens[2] = (size_t)snprintf(r->nk, sizeof r->nk, "%d", r->nkeys);
+    return RLOCK_OK;
+}
+
+void rlock__req_use_body(rlock__req *r)
+{
+    r->argv[0] = "EVAL";
+    r->lens[0] = 4;
+    r->argv[1] = r->script->body;
+    r->lens[1] = r->script->len;
+}
+
+void rlock__results_init(rlock__results *res, int n)
+{
+    int i;
+
+    res->n = n;
+    for (i = 0; i < n; i++) {
+        res->r[i].rc = RLOCK_ENOREPLY;
+        res->r[i].reply = NULL;
+        res->r[i].sent = 0;
+        res->r[i].acks = 0;
+        rlock__err_clear(&res->r[i].err);
+    }
+}
+
+void rlock__results_free(rlock__results *res)
+{
+    int i;
+
+    for (i = 0; i < res->n; i++)
+        if (res->r[i].reply) {
+            freeReplyObject(res->r[i].reply);
+            res->r[i].reply = NULL;
+        }
+}
+
+int rlock__result_unknown(const rlock__result *r)
+{
+    return r->rc != RLOCK_OK && r->sent &&
+           (r->rc == RLOCK_EIO || r->rc == RLOCK_ENOREPLY ||
+            r->rc == RLOCK_EPROTO);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the lock logic asks of Redis and what comes back, in a form that
+ * both sides share without knowing each other: a layout builds a request
+ * (a script, its keys and arguments), a backend carries it to the nodes
+ * that hold the keys and hands back one result per node.
+ */
+#ifndef RLOCK_CORE_REQUEST_H
+#define RLOCK_CORE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compat/hiredis_compat.h"
+#include "util/err.h"
+
+/* A Lua script, embedded at build time from src/layout/lua (the SHA-1
+ * that EVALSHA names it by is computed then too). */
+typedef struct rlock__script {
+    const char *name; /* for messages: "acquire", "token release", ... */
+    const char *body;
+    size_t len;
+    const char *sha; /* 40 hex digits */
+} rlock__script;
+
+/* Most nodes a request goes to (Redlock's largest). */
+#define RLOCK__NODES_MAX 16
+
+/* Storage of a request's formatted arguments: chunks that never move, so
+ * that the pointers in argv stay good while the request grows. */
+typedef struct rlock__chunk {
+    struct rlock__chunk *next;
+    size_t cap, used;
+    char data[];
+} rlock__chunk;
+
+#define RLOCK__REQ_SMALL 24
+
+/*
+ * EVALSHA sha nkeys keys... args..., built in place: keys first, then
+ * arguments. Strings added with _key/_arg are borrowed (they must outlive
+ * the request); those added with _argu/_argi/_argf are copied into the
+ * request.
+ */
+typedef struct rlock__req {
+    const rlock__script *script;
+    int replicas; /* > 0: WAIT for that many replicas in the same write */
+    int argc;     /* 3 + nkeys + nargs */
+    int nkeys;
+    int failed; /* out of memory while building: RLOCK_ENOMEM */
+    const char **argv;
+    size_t *lens;
+    int cap;
+    char nk[12];
+    const char *small_argv[RLOCK__REQ_SMALL];
+    size_t small_lens[RLOCK__REQ_SMALL];
+    rlock__chunk *chunks;
+    char small_buf[256];
+    size_t small_used;
+} rlock__req;
+
+void rlock__req_init(rlock__req *r, const rlock__script *s);
+void rlock__req_free(rlock__req *r);
+/* Keys: all of them before the first argument. */
+void rlock__req_key(rlock__req *r, const char *p, size_t len);
+void rlock__req_arg(rlock__req *r, const char *p, size_t len);
+void rlock__req_args(rlock__req *r, const char *s); /* NUL-terminated */
+void rlock__req_argu(rlock__req *r, uint64_t v);
+void rlock__req_argi(rlock__req *r, int64_t v);
+/* Before sending: the argv ready (nkeys filled), RLOCK_OK or
+ * RLOCK_ENOMEM. */
+int rlock__req_finish(rlock__req *r);
+/* Turns the request into EVAL with the script's body (after NOSCRIPT). */
+void rlock__req_use_body(rlock__req *r);
+
+/* What one node made of a request. */
+typedef struct rlock__result {
+    int rc;            /* RLOCK_OK: reply is the script's answer */
+    redisReply *reply; /* owned here (rlock__results_free) */
+    int sent;          /* some of the request was written: when rc is not
+                          RLOCK_OK, Redis may have carried it out */
+    long long acks;    /* req->replicas > 0: replicas that took the
+                          write in time, -1 if WAIT failed */
+    rlock__err err;    /* rc != RLOCK_OK: what happened, naming the node */
+} rlock__result;
+
+typedef struct rlock__results {
+    int n; /* one per node of the backend, in its order */
+    rlock__result r[RLOCK__NODES_MAX];
+} rlock__results;
+
+/* n results, none answered yet. */
+void rlock__results_init(rlock__results *res, int n);
+void rlock__results_free(rlock__results *res);
+
+/* Whether a failed result may hide a success: the request was sent and
+ * no usable reply came (connection lost, no reply by the deadline, a
+ * reply too large to read). A failure before sending is not. */
+int rlock__result_unknown(const rlock__result *r);
+
+#endif

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One acquire attempt, for every layout and backend.
+ *
+ * The request goes to every node the backend names (one, or Redlock's
+ * masters), and the answers are counted against the client's quorum:
+ *  - a hold exists when a quorum took it within its validity: the lease
+ *    counted from before the request left, less the backend's margin
+ *    (clock rates, Redlock's drift). Whatever Redis did, it did after that
+ *    instant, so our idea of the lease end is never later than Redis's;
+ *  - fencing across nodes: each node takes the lock with its own next
+ *    token; the hold's token is the largest of the quorum's, and a second
+ *    round writes it to every node that answered with less (the layout's
+ *    retoken), so that any later acquisition, whose quorum shares a node
+ *    with this one, draws a greater token. Once the counters agree the
+ *    second round is skipped; with one node it never happens;
+ *  - an attempt that did not end in a hold but may have taken one (a lost
+ *    reply, a grant that came too late, a minority of nodes) is undone in
+ *    the background, and its nonce is spent: should the caller try again,
+ *    it does so under a new one, so that the undo, whenever it arrives,
+ *    cannot touch what the new attempts take.
+ * The hold table is updated only after Redis has answered, under the
+ * client's mu, never across a round trip.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/handles.h"
+#include "engine/engine.h"
+#include "engine/hold_ops.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+/* What the nodes answered to one attempt. */
+typedef struct tally {
+    int got[RLOCK__NODES_MAX]; /* the node holds it for us */
+    uint64_t tok[RLOCK__NODES_MAX];
+    int held, busy, gone, unknown;
+    uint64_t token; /* the largest of the holding nodes' */
+    int64_t count;  /* the count a holding node reported */
+    int64_t hint;   /* the longest lease left of a busy node's holder */
+} tally;
+
+static void tally_answers(const rlock_mutex *m, char mode, const char *script,
+                          rlock__results *res, tally *t)
+{
+    int i;
+
+    memset(t, 0, sizeof *t);
+    t->hint = -1;
+    for (i = 0; i < res->n; i++) {
+        rlock__result *r = &res->r[i];
+        rlock__acquired a;
+
+        if (r->rc != RLOCK_OK) {
+            t->unknown += rlock__result_unknown(r);
+            continue;
+        }
+        /* A fresh attempt cannot find a hold gone: that answer is for a
+         * re-entry. */
+        if (m->layout->decode_acquire(r->reply, &a) != RLOCK_OK ||
+            (a.status < 0 && mode != 'r')) {
+            /* The script ran; what it did is not known. */
+            r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
+                                   "unexpected reply to the %s script", script);
+            t->unknown++;
+            continue;
+        }
+        if (a.status > 0) {
+            t->got[i] = 1;
+            t->tok[i] = a.token;
+            t->held++;
+            t->count = a.count;
+            if (a.token > t->token)
+                t->token = a.token;
+        } else if (a.status == 0) {
+            t->busy++;
+            if (a.hint_ms > t->hint)
+                t->hint = a.hint_ms;
+        } else {
+            t->gone++;
+        }
+    }
+}
+
+/* Redlock's second round: the chosen token on the nodes that hold with
+ * less. Clears got[i] where that failed. */
+static void retoken(rlock__call *call, rlock_mutex *m, const char *owner,
+                    size_t owner_len, uint64_t nonce, tally *t)
+{
+    rlock__results res;
+    rlock__req req;
+    int i, any = 0;
+
+    for (i = 0; i < RLOCK__NODES_MAX; i++)
+        any |= t->got[i] && t->tok[i] < t->token;
+    if (!any)
+        return;
+    if (!m->layout->retoken) {
+        /* Tokens that cannot be agreed: no node's is the hold's. */
+        memset(t->got, 0, sizeof t->got);
+        t->held = 0;
+        return;
+    }
+    m->layout->retoken(m, owner, owner_len, nonce, t->token, &req);
+    if (rlock__send(call, m, &req, 0, &res) == RLOCK_OK) {
+        for (i = 0; i < res.n; i++) {
+            const redisReply *r = res.r[i].reply;
+            if (!t->got[i] || t->tok[i] >= t->token)
+                continue;
+            if (res.r[i].rc != RLOCK_OK || r->type != REDIS_REPLY_INTEGER ||
+                r->integer != 1) {
+                t->got[i] = 0;
+                t->held--;
+            }
+        }
+    }
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+}
+
+/* The attempt did not end in a hold: why, as the caller's code. */
+static int not_held(rlock__call *call, rlock_mutex *m, tally *t,
+                    rlock__results *res, int64_t *hint_ms)
+{
+    rlock_client *c = m->c;
+
+    char where[64];
+
+    if (t->busy > c->nnodes - c->quorum) {
+        if (hint_ms)
+            *hint_ms = t->hint;
+        return rlock__fail(
+            call, RLOCK_EBUSY, "lock is held%s%s",
+            m->layout->flags & RLOCK__LAY_QUEUE ? " or queued for" : "",
+            rlock__on_nodes(c, t->busy, where, sizeof where));
+    }
+    return c->backend->failure(c, "acquire", t->held, res, t->got, call);
+}
+
+int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   char mode, uint64_t *nonce_io, int64_t *hint_ms)
+{
+    rlock_client *c = m->c;
+    const rlock__layout *lay = m->layout;
+    char who[RLOCK__OWNER_MAX];
+    rlock__results res;
+    rlock__acq a;
+    rlock__req req;
+    rlock__hold *h;
+    tally t;
+    int64_t t0, valid_until;
+    int rc, fresh;
+
+    memset(&a, 0, sizeof a);
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h && h->lost) {
+        rlock__hold_remove(&c->holds, h); /* reported already; afresh */
+        h = NULL;
+    }
+    if (h && rlock__counts_here(m)) {
+        /* Re-entry is counted here; Redis sees one hold. */
+        h->count++;
+        pthread_mutex_unlock(&c->mu);
+        return RLOCK_OK;
+    }
+    if (h) {
+        mode = 'r';
+        a.count = h->count;
+        a.token = h->token;
+    }
+    pthread_mutex_unlock(&c->mu);
+    /* Without a queue a wait is a plain attempt; over copies there is
+     * none either (nothing would hand the lock over on all nodes). */
+    if (mode == 'w' && (!(lay->flags & RLOCK__LAY_QUEUE) ||
+                        !(c->backend->flags & RLOCK__BK_ONE_COPY)))
+        mode = 't';
+    fresh = mode != 'r';
+    a.owner = who;
+    a.owner_len = lay->owner(c, owner.no, who);
+    a.lease_ms = m->lease_ms;
+    a.mode = mode;
+    a.nonce = *nonce_io;
+    a.waiter_ttl_ms = c->opts.waiter_ttl_ms;
+    a.who = c->who + 1; /* "host/pid" */
+    lay->acquire(m, &a, &req);
+
+    t0 = rlock__now_ns();
+    if ((rc = rlock__send(call, m, &req, 0, &res)) != RLOCK_OK) {
+        rlock__req_free(&req);
+        return rc;
+    }
+    tally_answers(m, mode, req.script->name, &res, &t);
+    if (!fresh) {
+        /* A re-entry on one server (the counts are Redis's). It needs no
+         * undo: counts are set, not added, so the owner's next request
+         * makes Redis agree with it again. */
+        if (t.gone) {
+            pthread_mutex_lock(&c->mu);
+            if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
+                rlock__hold_remove(&c->holds, h);
+            pthread_mutex_unlock(&c->mu);
+            rc = rlock__fail(call, RLOCK_ELOST,
+                             "re-entry found the hold gone (expired or "
+                             "taken)");
+        } else if (t.held &&
+                   rlock__now_ns() - t0 >= m->lease_ms * RLOCK__NS_PER_MS) {
+            /* Too late to believe; the hold keeps the lease it had. */
+            if (hint_ms)
+                *hint_ms = 0;
+            rc = rlock__fail(call, RLOCK_EBUSY,
+                             "reply arrived after the lease had ended");
+        } else if (t.held) {
+            pthread_mutex_lock(&c->mu);
+            rc = rlock__hold_record(call, m, owner, t.token, t.count, t0,
+                                    m->lease_ms);
+            pthread_mutex_unlock(&c->mu);
+        } else {
+            rc = not_held(call, m, &t, &res, hint_ms);
+        }
+        rlock__results_free(&res);
+        rlock__req_free(&req);
+        return rc;
+    }
+    if (t.held >= c->quorum)
+        retoken(call, m, who, a.owner_len, a.nonce, &t);
+    valid_until = t0 + m->lease_ms * RLOCK__NS_PER_MS -
+                  c->backend->margin_ns(c, m->lease_ms);
+    if (t.held >= c->quorum && rlock__now_ns() < valid_until) {
+        pthread_mutex_lock(&c->mu);
+        /* Where the client counts re-entries, Redis's count is not
+         * the hold's. */
+        rc = rlock__hold_record(call, m, owner, t.token,
+                                rlock__counts_here(m) ? 1 : t.count, t0,
+                                m->lease_ms);
+        pthread_mutex_unlock(&c->mu);
+        if (rc == RLOCK_OK) {
+            rlock__results_free(&res);
+            rlock__req_free(&req);
+            return rlock__sync_new_hold(call, m, owner);
+        }
+    } else if (t.held >= c->quorum) {
+        /* The answer came after the lease would have ended (a pause, a
+         * stalled network): the hold may already belong to someone else,
+         * so it is not reported as ours. */
+        if (hint_ms)
+            *hint_ms = 0;
+        rc = rlock__fail(call, RLOCK_EBUSY,
+                         "reply arrived after the lease had ended (%" PRId64
+                         " ms)",
+                         (rlock__now_ns() - t0) / RLOCK__NS_PER_MS);
+    } else {
+        rc = not_held(call, m, &t, &res, hint_ms);
+    }
+    /* Not a hold, but some node may hold it for us, or may have queued
+     * us where the answer was lost: undo it, under this nonce. */
+    if (t.held > 0 || t.unknown > 0) {
+        rlock__call undo;
+        rlock__call_init(&undo, call->deadline_ns);
+        rlock__undo(&undo, m, owner, *nonce_io, 1);
+        *nonce_io = rlock__new_nonce(c);
+    }
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+    return rc;
+}

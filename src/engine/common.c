@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What every operation of the engine shares: a call's deadline, nonces,
+ * who counts re-entries, sending a request through the backend, recording
+ * a hold Redis granted, and handing an undo to the background.
+ */
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/handles.h"
+#include "engine/engine.h"
+#include "engine/hold_ops.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+void rlock__call_begin(rlock__call *call, const rlock_mutex *m)
+{
+    const rlock_client *c = m->c;
+    int64_t ms = c->opts.command_timeout_ms;
+
+    /* A write that waits for replicas may take sync_timeout_ms more. */
+    if (m->replicas > 0)
+        ms += c->opts.sync_timeout_ms;
+    rlock__call_init(call, rlock__after_ms(ms));
+}
+
+uint64_t rlock__new_nonce(rlock_client *c)
+{
+    return __atomic_add_fetch(&c->next_nonce, 1, __ATOMIC_RELAXED);
+}
+
+int rlock__counts_here(const rlock_mutex *m)
+{
+    return !(m->layout->flags & RLOCK__LAY_COUNTS) ||
+           !(m->c->backend->flags & RLOCK__BK_ONE_COPY);
+}
+
+int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
+                rlock__results *res)
+{
+    rlock_client *c = m->c;
+
+    if (rlock__req_finish(req) != RLOCK_OK) {
+        rlock__results_init(res, 0);
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    }
+    c->backend->exec(c, req, flags, res, call);
+    return RLOCK_OK;
+}
+
+int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                       uint64_t token, int64_t count, int64_t t0,
+                       int64_t granted_ms)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h = rlock__hold_find(&c->holds, m, owner.no);
+    int rc = rlock__bg_ensure(c, call);
+
+    if (rc != RLOCK_OK)
+        return rc;
+    if (!h) {
+        h = rlock__hold_new(&c->holds, m, owner);
+        if (!h)
+            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+        h->watchdog = m->opts.lease_ms == 0;
+    }
+    h->token = token;
+    h->count = count;
+    h->lease_ms = m->lease_ms;
+    h->cur_lease_ms = granted_ms;
+    if (granted_ms < c->shortest_lease_ms)
+        c->shortest_lease_ms = granted_ms;
+    h->lost = 0;
+    h->notify = 0;
+    h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS -
+                     c->backend->margin_ns(c, granted_ms);
+    h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
+    rlock__bg_kick_before(c, h->renew_at);
+    return RLOCK_OK;
+}
+
+void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                 uint64_t nonce, int now)
+{
+    char who[RLOCK__OWNER_MAX];
+    rlock__results res;
+    rlock__req req;
+    int i, done;
+
+    /* Now, by the call's deadline, so that the caller's next attempt does
+     * not find its own stale hold and others are not held up; on a node
+     * whose connections still owe the attempt's answer (a paused server)
+     * it is queued behind them, not waited for. Where any node did not
+     * confirm it, the background sends it again until one does. */
+    if (now) {
+        m->layout->cancel(m, who, m->layout->owner(m->c, owner.no, who), nonce,
+                          &req);
+        done = rlock__send(call, m, &req, RLOCK__X_BEHIND, &res) == RLOCK_OK;
+        for (i = 0; i < res.n; i++)
+            done = done && res.r[i].rc == RLOCK_OK;
+        rlock__results_free(&res);
+        rlock__req_free(&req);
+        if (done)
+            return;
+    }
+    rlock__undo_later(m, owner.no, nonce);
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The lock engine: one acquire / wait / release / extend logic for every
+ * layout and backend. It builds each request with the mutex's layout,
+ * hands it to the client's backend, and counts the nodes' answers against
+ * the client's quorum (1 of 1 but for Redlock), keeping the client's hold
+ * table true to what Redis did. Nothing here asks which layout or backend
+ * it runs on; what differs between them is in their tables.
+ *
+ * Every function takes the call's context (deadline, error detail) and
+ * the owner the call acts as, with the client's mu not held.
+ */
+#ifndef RLOCK_ENGINE_ENGINE_H
+#define RLOCK_ENGINE_ENGINE_H
+
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "core/call.h"
+#include "core/handles.h"
+#include "core/owner.h"
+
+/* A call on m starts: its deadline is the command timeout from now (and
+ * the sync timeout more for a mutex whose writes wait for replicas). */
+void rlock__call_begin(rlock__call *call, const rlock_mutex *m);
+
+/* A new nonce for one acquisition (all attempts of a wait share it). */
+uint64_t rlock__new_nonce(rlock_client *c);
+
+/* One attempt to acquire m as owner, without waiting. mode 't' try, 'w'
+ * wait (join the queue where the layout has one); an owner that holds m
+ * re-enters instead. RLOCK_OK: held, recorded. RLOCK_EBUSY: *hint_ms (if
+ * not NULL) is how long the holder's lease lasts at most (-1: unknown).
+ * If the attempt had to be undone, *nonce is replaced by a fresh one for
+ * the attempts that follow. */
+int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   char mode, uint64_t *nonce, int64_t *hint_ms);
+
+/* Acquires m as owner, waiting until deadline_ns (or for ever): the
+ * layout's queue and messages where it has them, retries after a random
+ * delay where not. RLOCK_ETIMEDOUT at the deadline, leaving no trace. */
+int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   int64_t deadline_ns, int forever);
+
+/* Releases one level of owner's hold of m. */
+int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner);
+
+/* Sets owner's lease of m to lease_ms from now. */
+int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                  int64_t lease_ms);
+
+/* The fencing token of owner's hold of m, or 0. Sends nothing. */
+uint64_t rlock__token(rlock_mutex *m, rlock__as owner);
+
+/* Forgets owner's hold of m without telling Redis (its lease runs out). */
+void rlock__forget(rlock_mutex *m, rlock__as owner);
+
+/* The operators' calls: m's lock as Redis has it, and its removal. */
+int rlock__status(rlock__call *call, rlock_mutex *m, rlock_status *st);
+int rlock__force(rlock__call *call, rlock_mutex *m, rlock_status *removed);
+
+#endif

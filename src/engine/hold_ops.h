@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the engine's files share among themselves: recording a hold Redis
+ * granted, the replica check of a new hold, undoing an attempt, and the
+ * count of the nodes' answers. Not for use outside src/engine.
+ */
+#ifndef RLOCK_ENGINE_HOLD_OPS_H
+#define RLOCK_ENGINE_HOLD_OPS_H
+
+#include <stdint.h>
+
+#include "core/call.h"
+#include "core/hold.h"
+#include "core/handles.h"
+#include "core/owner.h"
+#include "core/request.h"
+
+/* Records (or updates) owner's hold of m after Redis granted it: token,
+ * count, the lease counted from t0, Redis having set granted_ms of it so
+ * far (mu held). Starts the background work first: a hold nobody renews
+ * or watches must not be recorded. */
+int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                       uint64_t token, int64_t count, int64_t t0,
+                       int64_t granted_ms);
+
+/* With the mutex's replicas: makes sure owner's new hold reached enough
+ * of them, or releases it and returns RLOCK_EREPLICAS (or the error that
+ * prevented knowing). RLOCK_OK at once without. */
+int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
+
+/* Gives up acquisition nonce of owner: now (now != 0: by the call's
+ * deadline, unless that fails) or in the background. The call's error
+ * detail may be overwritten. */
+void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                 uint64_t nonce, int now);
+
+/* Whether the hold is the client's to count (re-entry counted here, not
+ * in Redis): the layout does not count, or the backend keeps copies. */
+int rlock__counts_here(const rlock_mutex *m);
+
+/* Sends req and fills res (mu not held); RLOCK_OK or RLOCK_ENOMEM. */
+int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
+                rlock__results *res);
+
+#endif

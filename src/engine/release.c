@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Release and extend, for every layout and backend; the replica check of
+ * a new hold; what a caller may ask of its own hold without Redis.
+ *
+ * Both count the nodes' answers against the quorum as an acquisition
+ * does: a release is done when a quorum no longer has the hold (released
+ * or found gone), and a loss when more nodes than the quorum allows found
+ * it gone; an extension holds when a quorum set the new lease within its
+ * validity. Where the layout counts re-entries in Redis, each level is a
+ * round trip with the count the owner holds (set, not subtracted, so a
+ * retry after a lost reply never releases twice); where the client counts
+ * them, only the last level reaches Redis.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/handles.h"
+#include "engine/engine.h"
+#include "engine/hold_ops.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+/* Who "this" is in messages. */
+static const char *whose(rlock__as owner)
+{
+    return owner.obj ? "this owner" : "this thread";
+}
+
+/* Looks up owner's hold for unlock/extend. On RLOCK_OK the hold's token
+ * and count are in *token and *count and mu is released. An extend waits
+ * for a renewal in flight, and keeps renewals off the hold until it is
+ * done, so that the last lease Redis set is the one the client records. */
+static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                    uint64_t *token, int64_t *count, int *unknown,
+                    int extending)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        h = rlock__hold_find(&c->holds, m, owner.no);
+        if (!h || !extending || !h->renewing)
+            break;
+        pthread_cond_wait(&c->state_cv, &c->mu);
+    }
+    if (!h) {
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_ENOTOWNER,
+                           "%s holds no lock of this name", whose(owner));
+    }
+    if (h->lost) {
+        rlock__hold_remove(&c->holds, h);
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_ELOST,
+                           "the hold was lost before this call");
+    }
+    /* The lease as this client counts it (from the moment the last
+     * acquisition or renewal that Redis confirmed was sent) is over: Redis
+     * may have given the lock to someone else already, whatever a reply
+     * still on its way would say. The background reports it too; this
+     * call need not wait for that. */
+    if (h->valid_until <= rlock__now_ns()) {
+        rlock__hold_remove(&c->holds, h);
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_ELOST,
+                           "the hold's lease ended before this call, with "
+                           "no renewal confirmed in time");
+    }
+    *token = h->token;
+    *count = h->count;
+    if (unknown)
+        *unknown = h->release_unknown;
+    if (extending)
+        h->extending = 1;
+    else if (h->count == 1)
+        h->releasing = 1;
+    pthread_mutex_unlock(&c->mu);
+    return RLOCK_OK;
+}
+
+int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    char who[RLOCK__OWNER_MAX];
+    rlock__results res;
+    rlock__req req;
+    rlock__hold *h;
+    uint64_t token = 0;
+    int64_t count = 0, remaining = 0;
+    int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0;
+    char unnotified[200] = "";
+
+    if ((rc = own_hold(call, m, owner, &token, &count, &unknown, 0)) !=
+        RLOCK_OK)
+        return rc;
+    if (count > 1 && rlock__counts_here(m)) {
+        pthread_mutex_lock(&c->mu);
+        if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
+            h->count--;
+        pthread_mutex_unlock(&c->mu);
+        return RLOCK_OK;
+    }
+    m->layout->release(m, who, m->layout->owner(c, owner.no, who), token, count,
+                       &req);
+    rc = rlock__send(call, m, &req, 0, &res);
+    for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
+        rlock__result *r = &res.r[i];
+        rlock__released out;
+        if (r->rc != RLOCK_OK) {
+            unsure += rlock__result_unknown(r);
+            continue;
+        }
+        if (m->layout->decode_release(r->reply, &out) != RLOCK_OK) {
+            r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
+                                   "unexpected reply to the %s script",
+                                   req.script->name);
+            unsure++;
+            continue;
+        }
+        if (out.remaining < 0) {
+            gone++;
+            continue;
+        }
+        released++;
+        remaining = out.remaining;
+        if (out.unnotified[0] && !unnotified[0])
+            snprintf(unnotified, sizeof unnotified, "%s", out.unnotified);
+    }
+    if (rc == RLOCK_OK && gone > c->nnodes - c->quorum) {
+        /* Redis no longer has this hold. If an earlier try of this last
+         * level may have gone through, it is that try that released it. */
+        char where[64];
+        if (!(unknown && count == 1))
+            rc = rlock__fail(call, RLOCK_ELOST,
+                             "the hold had expired or was taken by another "
+                             "owner%s; nothing was released",
+                             rlock__on_nodes(c, gone, where, sizeof where));
+        remaining = 0;
+    } else if (rc == RLOCK_OK && released + gone < c->quorum) {
+        rc = c->backend->failure(c, "release", released, &res, NULL, call);
+    }
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (rc != RLOCK_OK && rc != RLOCK_ELOST) {
+        if (h) {
+            h->releasing = 0;
+            /* Redis may have released it: calling again is safe (counts
+             * are set, not subtracted), and if the hold is gone then, it
+             * is this call that released it. */
+            if (unsure && count == 1)
+                h->release_unknown = 1;
+        }
+    } else if (rc == RLOCK_ELOST || remaining == 0) {
+        if (h)
+            rlock__hold_remove(&c->holds, h);
+    } else if (h) {
+        h->count = remaining;
+        h->releasing = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc == RLOCK_OK && remaining == 0 && unnotified[0])
+        rc = rlock__fail(call, RLOCK_ENOTIFY,
+                         "released; its waiters were not notified and "
+                         "wake by their own timers: %s",
+                         unnotified);
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+    return rc;
+}
+
+/* Sets owner's lease of m to lease_ms from now; with m's replicas, WAITs
+ * for them in the same round trip, and too few acknowledgements make it
+ * RLOCK_EREPLICAS (what_done says what became of the hold) with the lease
+ * end as we count it left where it was. */
+static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                       int64_t lease_ms, const char *what,
+                       const char *what_done)
+{
+    rlock_client *c = m->c;
+    char who[RLOCK__OWNER_MAX];
+    rlock__results res;
+    rlock__req req;
+    rlock__hold *h;
+    uint64_t token = 0;
+    int64_t count, t0, margin, valid_until;
+    int extended = 0, gone = 0, i, rc;
+    long long acks = 0;
+
+    if ((rc = own_hold(call, m, owner, &token, &count, NULL, 1)) != RLOCK_OK)
+        return rc;
+    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), token,
+                      lease_ms, &req);
+    req.replicas = m->replicas;
+    margin = c->backend->margin_ns(c, lease_ms);
+    t0 = rlock__now_ns();
+    valid_until = t0 + lease_ms * RLOCK__NS_PER_MS - margin;
+    rc = rlock__send(call, m, &req, 0, &res);
+    for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
+        int ok;
+        if (res.r[i].rc != RLOCK_OK)
+            continue;
+        if (rlock__parse_extend(res.r[i].reply, &ok) != RLOCK_OK) {
+            res.r[i].rc = rlock__err_set(&res.r[i].err, RLOCK_EPROTO,
+                                         "unexpected reply to the %s script",
+                                         req.script->name);
+            continue;
+        }
+        *(ok ? &extended : &gone) += 1;
+        if (i == 0)
+            acks = res.r[i].acks;
+    }
+    if (rc == RLOCK_OK && extended < c->quorum && gone <= c->nnodes - c->quorum)
+        rc = c->backend->failure(c, what, extended, &res, NULL, call);
+    /* Extended on the master, but a failover now could undo it. */
+    if (rc == RLOCK_OK && extended >= c->quorum && acks < m->replicas) {
+        if (acks < 0)
+            rc = rlock__fail(call, RLOCK_EREPLICAS, "%s: WAIT failed on %s; %s",
+                             what, c->where, what_done);
+        else
+            rc = rlock__fail(call, RLOCK_EREPLICAS,
+                             "%s: %lld of %d replicas acknowledged within "
+                             "%d ms; %s",
+                             what, acks, m->replicas, c->opts.sync_timeout_ms,
+                             what_done);
+    }
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h)
+        h->extending = 0;
+    if (rc != RLOCK_OK) {
+        /* The lease may or may not have been changed: believe whichever
+         * ends first. */
+        if (h && valid_until < h->valid_until)
+            h->valid_until = valid_until;
+    } else if (extended < c->quorum) {
+        if (h)
+            rlock__hold_remove(&c->holds, h);
+        rc = rlock__fail(call, RLOCK_ELOST,
+                         "the hold had expired or was taken by another "
+                         "owner; nothing was extended");
+    } else if (h && h->lost) {
+        /* Told lost already (the old lease ran out while this call
+         * waited for its reply): it stays lost. */
+        rlock__hold_remove(&c->holds, h);
+        rc = rlock__fail(call, RLOCK_ELOST,
+                         "the hold was reported lost before the extension "
+                         "was confirmed");
+    } else if (h && rlock__now_ns() >= valid_until) {
+        /* Confirmed only after the new lease, as we count it, ended. */
+        rlock__hold_remove(&c->holds, h);
+        rc = rlock__fail(call, RLOCK_ELOST,
+                         "the extension was confirmed only after its lease "
+                         "had ended");
+    } else if (h) {
+        h->valid_until = valid_until;
+        h->cur_lease_ms = lease_ms;
+        if (lease_ms < c->shortest_lease_ms)
+            c->shortest_lease_ms = lease_ms;
+        if (!h->watchdog)
+            h->lease_ms = lease_ms; /* the caller's latest wish */
+        if (h->watchdog)
+            h->renew_at = t0 + lease_ms * RLOCK__NS_PER_MS / 3;
+        rlock__bg_kick(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+    return rc;
+}
+
+int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                  int64_t lease_ms)
+{
+    return extend_hold(call, m, owner, lease_ms, "extend",
+                       "the lease end this client counts with is unchanged");
+}
+
+int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
+{
+    rlock__call undo;
+    int rc;
+
+    if (m->replicas == 0)
+        return RLOCK_OK;
+    /* A write of our own (the lease set again) behind which WAIT counts:
+     * replication keeps order, so a replica that has it has the
+     * acquisition or grant too, whichever connection wrote that. */
+    rc = extend_hold(call, m, owner, m->lease_ms, "acquire",
+                     "the lock was released again");
+    if (rc == RLOCK_OK || rc == RLOCK_ELOST)
+        return rc;
+    /* Not safely held: give it back (to the next waiter, if any). The
+     * call's detail stays the one that says why. */
+    rlock__call_begin(&undo, m);
+    rlock__release(&undo, m, owner);
+    return rc;
+}
+
+uint64_t rlock__token(rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    uint64_t token = 0;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h && !h->lost)
+        token = h->token;
+    pthread_mutex_unlock(&c->mu);
+    return token;
+}
+
+void rlock__forget(rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h)
+        rlock__hold_remove(&c->holds, h);
+    pthread_mutex_unlock(&c->mu);
+}

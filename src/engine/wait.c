@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Waiting for a lock.
+ *
+ * A wait is a small state machine (next_step), driven here by the calling
+ * thread, which sleeps on its waiter's condition variable between
+ * attempts; an event loop can drive the same machine with a timer and a
+ * wake-up callback instead. Each step is one of: attempt (with a deadline
+ * of its own), wait for the subscription to be confirmed, sleep until a
+ * time or a wake-up, or done.
+ *
+ * Where the layout keeps a queue (rlock's own), a waiter joins it with its
+ * first attempt that finds the lock busy (arrival order is decided by
+ * Redis, not by who retries fastest) and then sleeps until one of:
+ *  - a grant naming this waiter and this wait's nonce arrived: the
+ *    releasing script handed the lock to the first live waiter and told
+ *    that waiter's client. The waiter then holds the lock without another
+ *    round trip. Its lease is counted from before its first attempt of
+ *    this wait, which was sent before the grant could happen, so the count
+ *    is never later than Redis's;
+ *  - the current lease or the head waiter's place runs out (the hint the
+ *    acquire script returned): a holder that crashed, or a message that
+ *    was lost, never strands a waiter longer than that;
+ *  - a third of waiter_ttl_ms passed: the waiter must refresh its place in
+ *    the queue or it will be dropped as dead;
+ *  - the wait's deadline.
+ * Then it tries again; the acquire script re-checks everything, so a
+ * spurious wake costs one round trip and is never wrong.
+ *
+ * No missed wake-ups: the waiter is registered (and its "woken" flag
+ * cleared) before each attempt, and the subscription to the lock's channel
+ * is confirmed by Redis before the attempt whose failure the waiter sleeps
+ * on. A release that happens after that attempt publishes a message that
+ * reaches the subscriber, which sets the flag even if the waiter has not
+ * started sleeping yet.
+ *
+ * A layout with a channel but no queue (Redisson's) waits the same way:
+ * it joins nothing, is woken by the release message (from rlock or from
+ * the peer) or by the end of the holder's lease, and tries again; whoever
+ * comes first takes the lock, and a waiter that leaves without it hands a
+ * wake-up on (the layout's pass_on). Without messages (the token layout,
+ * Redlock, use_pubsub = 0, or while the subscriber connection is down)
+ * the sleep is a random delay in [backoff_min_ms, backoff_max_ms], so
+ * that many waiters do not retry in step.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "bg/bg.h"
+#include "core/handles.h"
+#include "core/waiter.h"
+#include "engine/engine.h"
+#include "engine/hold_ops.h"
+#include "layout/layout.h"
+#include "util/clock.h"
+
+typedef enum step {
+    ATTEMPT,   /* send an attempt */
+    SUBSCRIBE, /* wait (briefly) for the subscription to be confirmed */
+    SLEEP,     /* until `until` or a wake-up */
+    DONE       /* rc says how it ended */
+} step;
+
+typedef struct wait {
+    rlock__call *call;
+    rlock_mutex *m;
+    rlock__as owner;
+    int64_t deadline;
+    int forever;
+    rlock__waiter w;
+    int wakes;  /* messages wake it */
+    int queued; /* it waits in Redis's queue: leaving takes its place back */
+    uint64_t nonce;
+    int64_t t_first; /* before this acquisition's first attempt */
+    unsigned cancel_gen;
+    int attempted;   /* an attempt was made */
+    int awaited_sub; /* it waited for the subscription once */
+    int subscribed;  /* the subscription was active at the last look */
+    int drops;       /* connections lost under attempts in a row */
+    int granted;     /* the lock was handed over, not taken */
+    int gave_up;     /* the deadline came */
+    int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
+    int64_t until;   /* SLEEP, SUBSCRIBE: when to look again */
+    int rc;
+} wait;
+
+/*
+ * Takes a grant that arrived for this wait (mu held). Returns 1 if the
+ * owner now holds the lock. A grant whose lease would already have ended
+ * by our count is not taken: the next attempt claims it afresh with a new
+ * lease if it is still ours.
+ */
+static int accept_grant(wait *s)
+{
+    rlock__waiter *w = &s->w;
+
+    if (!w->granted)
+        return 0;
+    w->granted = 0;
+    if (rlock__now_ns() >= s->t_first + w->grant_ms * RLOCK__NS_PER_MS)
+        return 0;
+    return rlock__hold_record(s->call, s->m, s->owner, w->grant_token, 1,
+                              s->t_first, w->grant_ms) == RLOCK_OK;
+}
+
+/* What to do next, before an attempt (mu held). */
+static step before_attempt(wait *s)
+{
+    rlock_client *c = s->m->c;
+    int rc;
+
+    if (accept_grant(s)) {
+        s->granted = 1;
+        s->rc = RLOCK_OK;
+        return DONE;
+    }
+    if (c->cancel_gen != s->cancel_gen) {
+        s->rc = rlock__fail(s->call, RLOCK_ECANCELED, "the wait was cancelled");
+        return DONE;
+    }
+    s->w.woken = 0;
+    s->subscribed = 0;
+    /* The first attempt needs no subscription unless the mutex has one
+     * already: an uncontended lock costs one round trip and no subscriber
+     * connection. */
+    if (!s->wakes || (!s->attempted && !s->m->subscribed))
+        return ATTEMPT;
+    if ((rc = rlock__sub_want(c, s->m, s->call)) < 0) {
+        s->rc = rc;
+        return DONE;
+    }
+    s->subscribed = rc;
+    if (!s->subscribed && s->attempted && !s->awaited_sub) {
+        /* First contention on this mutex: let Redis confirm the
+         * subscription before the attempt we will sleep on. Not for long:
+         * without pub/sub we back off instead. */
+        s->awaited_sub = 1;
+        s->until = rlock__after_ms(c->opts.backoff_max_ms);
+        if (!s->forever && s->until > s->deadline)
+            s->until = s->deadline;
+        return SUBSCRIBE;
+    }
+    return ATTEMPT;
+}
+
+/* What to do after an attempt that answered rc (mu not held). */
+static step after_attempt(wait *s, int rc, uint64_t old_nonce)
+{
+    rlock_client *c = s->m->c;
+    int64_t now, sleep_ms, keepalive_ms = c->opts.waiter_ttl_ms / 3;
+
+    s->attempted = 1;
+    if (s->nonce != old_nonce) {
+        /* The attempt was undone and its nonce spent: a grant under the
+         * old one is no longer ours to take, and the next attempts (which
+         * refresh our place) carry the new one. */
+        pthread_mutex_lock(&c->mu);
+        s->w.nonce = s->nonce;
+        s->w.granted = 0;
+        s->t_first = rlock__now_ns(); /* before the next attempt */
+        pthread_mutex_unlock(&c->mu);
+    }
+    /* A connection that dropped under an attempt (the server closed it, a
+     * proxy restarted) is replaced and the wait goes on, within the
+     * deadline; the attempt itself is being undone. Twice in a row is a
+     * server that is going away: tell the caller. A timeout is not
+     * retried: the caller asked for a bound. */
+    if (rc == RLOCK_EIO && ++s->drops < 2 &&
+        (s->forever || rlock__now_ns() < s->deadline))
+        return ATTEMPT;
+    if (rc != RLOCK_EBUSY) {
+        s->rc = rc;
+        return DONE;
+    }
+    s->drops = 0;
+    now = rlock__now_ns();
+    if (!s->forever && now >= s->deadline) {
+        int took;
+        pthread_mutex_lock(&c->mu);
+        took = accept_grant(s);
+        pthread_mutex_unlock(&c->mu);
+        s->granted = took;
+        s->gave_up = !took;
+        s->rc = took ? RLOCK_OK : RLOCK_ETIMEDOUT;
+        return DONE;
+    }
+    if (s->wakes && !s->subscribed && !s->awaited_sub)
+        return ATTEMPT; /* subscribe now, then try again before sleeping */
+    if (s->subscribed) {
+        /* Sleep until told; wake on our own when the lease or the head's
+         * place ends, or to refresh our place. */
+        sleep_ms = s->hint_ms >= 0 ? s->hint_ms + 1 : keepalive_ms;
+    } else {
+        sleep_ms =
+            rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms);
+        if (s->hint_ms >= 0 && s->hint_ms + 1 < sleep_ms)
+            sleep_ms = s->hint_ms + 1;
+    }
+    if (sleep_ms > keepalive_ms)
+        sleep_ms = keepalive_ms;
+    s->until = now + sleep_ms * RLOCK__NS_PER_MS;
+    if (!s->forever && s->until > s->deadline)
+        s->until = s->deadline;
+    return SLEEP;
+}
+
+/* Sleeps until the waiter is woken or until (mu held). */
+static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until)
+{
+    struct timespec ts = rlock__timespec(until);
+
+    while (!w->woken && rlock__now_ns() < until)
+        pthread_cond_timedwait(&w->cv, &c->mu, &ts);
+}
+
+/* One attempt with a deadline of its own; its error detail becomes the
+ * wait's. */
+static int attempt(wait *s)
+{
+    rlock__call one;
+    int rc;
+
+    rlock__call_begin(&one, s->m);
+    s->hint_ms = -1;
+    rc = rlock__attempt(&one, s->m, s->owner, 'w', &s->nonce, &s->hint_ms);
+    if (rc != RLOCK_OK)
+        s->call->err = one.err;
+    return rc;
+}
+
+/* Leaves the queue after giving up: no trace, and when the call returns
+ * its place is gone. With the nonce: a grant that raced with giving up
+ * is returned. The undo gets a deadline of its own; if it fails, the
+ * background sends it later. */
+static void leave_now(wait *s)
+{
+    rlock__call one;
+
+    rlock__call_begin(&one, s->m);
+    rlock__undo(&one, s->m, s->owner, s->nonce, 1);
+}
+
+int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   int64_t deadline_ns, int forever)
+{
+    rlock_client *c = m->c;
+    const rlock__layout *lay = m->layout;
+    int one_copy = (c->backend->flags & RLOCK__BK_ONE_COPY) != 0;
+    step next = ATTEMPT;
+    wait s;
+
+    memset(&s, 0, sizeof s);
+    s.call = call;
+    s.m = m;
+    s.owner = owner;
+    s.deadline = deadline_ns;
+    s.forever = forever;
+    s.wakes =
+        lay->wakes && one_copy && c->backend->sub_connect && c->opts.use_pubsub;
+    s.queued = (lay->flags & RLOCK__LAY_QUEUE) && one_copy;
+    s.nonce = rlock__new_nonce(c);
+    s.t_first = rlock__now_ns();
+    s.hint_ms = -1;
+    s.w.m = m;
+    s.w.owner_len = lay->owner(c, owner.no, s.w.owner);
+    s.w.nonce = s.nonce;
+    pthread_mutex_lock(&c->mu);
+    rlock__waiter_add(&c->waiters, &s.w);
+    s.cancel_gen = c->cancel_gen;
+    for (;;) {
+        if (next == ATTEMPT)
+            next = before_attempt(&s);
+        if (next == SUBSCRIBE) {
+            sleep_until(c, &s.w, s.until);
+            s.subscribed = rlock__sub_want(c, m, call) > 0;
+            s.w.woken = 0;
+            next = ATTEMPT;
+        }
+        if (next == DONE)
+            break;
+        if (next == ATTEMPT) {
+            uint64_t old_nonce = s.nonce;
+            int rc;
+            pthread_mutex_unlock(&c->mu);
+            rc = attempt(&s);
+            next = after_attempt(&s, rc, old_nonce);
+            pthread_mutex_lock(&c->mu);
+        }
+        if (next == SLEEP) {
+            sleep_until(c, &s.w, s.until);
+            next = ATTEMPT;
+        }
+        if (next == DONE)
+            break;
+    }
+    rlock__waiter_remove(&c->waiters, &s.w);
+    /* Nothing to leave in Redis: a message this waiter may have taken
+     * goes to another. */
+    if (!s.queued && s.rc != RLOCK_OK && lay->pass_on)
+        lay->pass_on(c, m);
+    pthread_mutex_unlock(&c->mu);
+
+    if (s.granted)
+        return rlock__sync_new_hold(call, m, owner);
+    if (s.gave_up || s.rc == RLOCK_ECANCELED) {
+        if (s.queued)
+            leave_now(&s);
+        /* Keep the detail of the timeout, not of the leaving. */
+        return rlock__fail(call, s.rc,
+                           s.gave_up ? "lock not obtained within the wait"
+                                     : "the wait was cancelled");
+    }
+    /* (An attempt whose reply never came queued its own undo, under a
+     * nonce since replaced; a place taken by an earlier attempt goes.) */
+    if (s.queued && s.rc != RLOCK_OK && s.rc != RLOCK_EINVAL && s.attempted) {
+        rlock__call later;
+        rlock__call_init(&later, 0);
+        rlock__undo(&later, m, owner, s.nonce, 0);
+    }
+    return s.rc;
+}

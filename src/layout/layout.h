@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Layouts: how a lock is kept in Redis. Each fills one table:
+ *
+ *   native.c    rlock's own: a hash with owner, count and token, a FIFO
+ *               queue, hand-over by a message to the next waiter
+ *   token.c     the "SET key token NX PX" string of redis-py, node-redlock
+ *               and redsync
+ *   redisson.c  Redisson's RLock hash and its release channel
+ *
+ * A layout names the lock's keys and channel, builds each request (the
+ * script and its arguments), reads each answer into the form the engine
+ * works with, and says how its waiters are woken. It performs no I/O: the
+ * engine sends what it builds through the backend. Adding a layout means
+ * one file that fills this table, and a line in registry.c; a new
+ * primitive (a read-write lock, a semaphore) is a new layout of the same
+ * engine.
+ */
+#ifndef RLOCK_LAYOUT_LAYOUT_H
+#define RLOCK_LAYOUT_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rlock/rlock.h>
+
+#include "core/handles.h"
+#include "core/owner.h"
+#include "core/reply.h"
+#include "core/request.h"
+
+/* What an acquisition asks for. */
+typedef struct rlock__acq {
+    const char *owner; /* as the layout writes it */
+    size_t owner_len;
+    int64_t lease_ms;
+    char mode;      /* 't' try; 'w' wait (join the queue); 'r' re-enter */
+    uint64_t nonce; /* names this acquisition (all its attempts) */
+    int64_t count;  /* 'r': the count held */
+    uint64_t token; /* 'r': the token held */
+    int64_t waiter_ttl_ms;
+    const char *who; /* the holder's "host/pid", for operators */
+} rlock__acq;
+
+/* Re-entry is counted in Redis (the layout's scripts take and return the
+ * count); without it the client counts re-entries and Redis sees one
+ * hold. */
+#define RLOCK__LAY_COUNTS 1u
+/* Waiters queue in Redis ('w' attempts) and a release hands the lock to
+ * the first of them (grants). */
+#define RLOCK__LAY_QUEUE 2u
+/* Can be held over a quorum of independent copies (Redlock): its scripts
+ * need no queue or channel, and it can retoken. */
+#define RLOCK__LAY_COPIES 4u
+
+typedef struct rlock__layout {
+    const char *name; /* "native", "token", "Redisson" */
+    int id;           /* RLOCK_LAYOUT_* */
+    unsigned flags;   /* RLOCK__LAY_* */
+    /* Waiters are woken by messages on a channel (is_channel, message);
+     * 0: by retries after a random delay only. */
+    int wakes;
+
+    /* Fills m's keys, nkeys and channel (prefix: the client's key
+     * prefix). RLOCK_OK or RLOCK_ENOMEM. */
+    int (*names)(rlock_mutex *m, const char *prefix);
+    /* The owner string of owner number no of client c. */
+    size_t (*owner)(const rlock_client *c, uint64_t no,
+                    char buf[RLOCK__OWNER_MAX]);
+
+    /* The requests. Strings given are borrowed by the request. */
+    void (*acquire)(const rlock_mutex *m, const rlock__acq *a, rlock__req *r);
+    void (*release)(const rlock_mutex *m, const char *owner, size_t len,
+                    uint64_t token, int64_t count, rlock__req *r);
+    void (*extend)(const rlock_mutex *m, const char *owner, size_t len,
+                   uint64_t token, int64_t lease_ms, rlock__req *r);
+    /* Undoes acquisition nonce (0: only the owner's place in the queue). */
+    void (*cancel)(const rlock_mutex *m, const char *owner, size_t len,
+                   uint64_t nonce, rlock__req *r);
+    /* Redlock's second round: the hold nonce took gets token (NULL:
+     * tokens are never agreed over copies). */
+    void (*retoken)(const rlock_mutex *m, const char *owner, size_t len,
+                    uint64_t nonce, uint64_t token, rlock__req *r);
+    void (*status)(const rlock_mutex *m, rlock__req *r);
+    void (*force)(const rlock_mutex *m, rlock__req *r);
+    /* The watchdog's batch: KEYS are lock keys, ARGV (owner, token,
+     * lease_ms) per key; the answer is 1 (renewed) or 0 (gone) per key. */
+    const rlock__script *renew;
+    /* Every script the layout's requests name (NULL-terminated), for the
+     * servers to load before the first request. */
+    const rlock__script *const *scripts;
+
+    /* The answers. RLOCK_EPROTO for a reply the script cannot give. */
+    int (*decode_acquire)(const redisReply *r, rlock__acquired *a);
+    int (*decode_release)(const redisReply *r, rlock__released *out);
+    int (*decode_status)(const redisReply *r, rlock_status *st);
+    int (*decode_force)(const redisReply *r, rlock_status *removed,
+                        char *unnotified, size_t len);
+
+    /* Waking (wakes != 0). The channel client c listens on for m's lock
+     * (malloc'ed, *len set), whether ch is it, and what a message on it
+     * does to c's waiters (c->mu held). */
+    char *(*sub_channel)(const rlock_client *c, const rlock_mutex *m,
+                         size_t *len);
+    int (*is_channel)(const rlock_client *c, const rlock_mutex *m,
+                      const char *ch, size_t len);
+    void (*message)(rlock_client *c, const rlock__pubsub *p);
+    /* A waiter of m leaves without the lock: a wake-up it may have taken
+     * goes to another waiter (c->mu held). NULL: nothing to pass on. */
+    void (*pass_on)(rlock_client *c, const rlock_mutex *m);
+} rlock__layout;
+
+/* The layout of id (RLOCK_LAYOUT_*), or NULL. */
+const rlock__layout *rlock__layout_of(int id);
+/* Every script of every layout; *n is set to how many. */
+const rlock__script *const *rlock__layout_scripts(int *n);
+
+/* "prefix" ":" name followed by suffix, in braces as a hash tag:
+ * "{prefix:name}suffix". */
+char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
+                        const char *suffix, size_t *out_len);
+
+/* The extend request every layout sends: KEYS lock, ARGV owner, token,
+ * lease_ms, to script s. */
+void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
+                       const char *owner, size_t len, uint64_t token,
+                       int64_t lease_ms, rlock__req *r);
+
+extern const rlock__layout rlock__layout_native;
+extern const rlock__layout rlock__layout_token;
+extern const rlock__layout rlock__layout_redisson;
+
+#endif

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rlock's own layout (RLOCK_LAYOUT_NATIVE, docs/protocol.md): the lock is
+ * a hash {owner, count, token, attempt} under "{prefix:name}", beside a
+ * fencing counter and a FIFO queue of waiters (a list, the deadlines of
+ * their places, and what each asked for). A release hands the lock to the
+ * first live waiter and tells that waiter's client on its own channel,
+ * "{prefix:name}:wake:<client id>", so a release wakes one process, not
+ * every process waiting for the lock. All five keys and the channel share
+ * one hash tag: one cluster slot.
+ *
+ * It is the one layout that can be held over a quorum of copies
+ * (Redlock): its acquire script takes a plain attempt, and its tokens can
+ * be agreed over the nodes afterwards (retoken).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/waiter.h"
+#include "layout/layout.h"
+#include "layout/scripts.h"
+
+static int names(rlock_mutex *m, const char *prefix)
+{
+    static const char *const suffix[] = {"", ":fence", ":queue", ":qttl",
+                                         ":qinfo"};
+    int i;
+
+    m->nkeys = 5;
+    for (i = 0; i < m->nkeys; i++)
+        if (!(m->keys[i] = rlock__tagged_key(prefix, m->name, m->name_len,
+                                             suffix[i], &m->key_lens[i])))
+            return RLOCK_ENOMEM;
+    m->channel = rlock__tagged_key(prefix, m->name, m->name_len, ":wake",
+                                   &m->channel_len);
+    return m->channel ? RLOCK_OK : RLOCK_ENOMEM;
+}
+
+static size_t owner(const rlock_client *c, uint64_t no,
+                    char buf[RLOCK__OWNER_MAX])
+{
+    return rlock__owner_plain(c->id, c->who, no, buf);
+}
+
+static void all_keys(const rlock_mutex *m, rlock__req *r)
+{
+    int i;
+
+    for (i = 0; i < m->nkeys; i++)
+        rlock__req_key(r, m->keys[i], m->key_lens[i]);
+}
+
+/* ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce, count,
+ * token. */
+static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_acquire);
+    all_keys(m, r);
+    rlock__req_arg(r, a->owner, a->owner_len);
+    rlock__req_argi(r, a->lease_ms);
+    rlock__req_arg(r, &a->mode, 1);
+    rlock__req_argi(r, a->waiter_ttl_ms);
+    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_argu(r, a->nonce);
+    rlock__req_argi(r, a->count);
+    rlock__req_argu(r, a->token);
+}
+
+/* ARGV: owner, token, channel, count. */
+static void release(const rlock_mutex *m, const char *o, size_t len,
+                    uint64_t token, int64_t count, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_release);
+    all_keys(m, r);
+    rlock__req_arg(r, o, len);
+    rlock__req_argu(r, token);
+    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_argi(r, count);
+}
+
+/* KEYS: lock. ARGV: owner, token, lease_ms. */
+static void extend(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t token, int64_t lease_ms, rlock__req *r)
+{
+    rlock__extend_req(&rlock__lua_native_extend, m, o, len, token, lease_ms, r);
+}
+
+/* ARGV: owner, channel, nonce. */
+static void cancel(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t nonce, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_cancel);
+    all_keys(m, r);
+    rlock__req_arg(r, o, len);
+    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_argu(r, nonce);
+}
+
+/* KEYS: lock, fence. ARGV: owner, nonce, token. */
+static void retoken(const rlock_mutex *m, const char *o, size_t len,
+                    uint64_t nonce, uint64_t token, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_retoken);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_arg(r, o, len);
+    rlock__req_argu(r, nonce);
+    rlock__req_argu(r, token);
+}
+
+static void status(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_status);
+    all_keys(m, r);
+}
+
+/* ARGV: channel. */
+static void force(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_force);
+    all_keys(m, r);
+    rlock__req_arg(r, m->channel, m->channel_len);
+}
+
+/* "<wake channel>:<client id>": this client's channel for m's lock. */
+static char *sub_channel(const rlock_client *c, const rlock_mutex *m,
+                         size_t *len)
+{
+    char *ch = malloc(m->channel_len + 1 + RLOCK__ID_LEN);
+
+    if (ch) {
+        memcpy(ch, m->channel, m->channel_len);
+        ch[m->channel_len] = ':';
+        memcpy(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN);
+        *len = m->channel_len + 1 + RLOCK__ID_LEN;
+    }
+    return ch;
+}
+
+static int is_channel(const rlock_client *c, const rlock_mutex *m,
+                      const char *ch, size_t len)
+{
+    return len == m->channel_len + 1 + RLOCK__ID_LEN &&
+           memcmp(ch, m->channel, m->channel_len) == 0 &&
+           ch[m->channel_len] == ':' &&
+           memcmp(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN) == 0;
+}
+
+/* "<owner>" asks that waiter to try again; a grant tells it the lock was
+ * handed to it. */
+static void message(rlock_client *c, const rlock__pubsub *p)
+{
+    rlock__waiter *w;
+
+    for (w = c->waiters; w; w = w->next) {
+        if (w->m->layout != &rlock__layout_native ||
+            w->owner_len != p->who_len ||
+            memcmp(w->owner, p->who, p->who_len) != 0 ||
+            !is_channel(c, w->m, p->channel, p->channel_len))
+            continue;
+        /* A grant for another acquisition of this owner (one that gave
+         * up) is not this wait's to take; but the lock may be this
+         * owner's now, so it tries again at once: the attempt claims it
+         * with a lease of its own. */
+        if (p->grant && w->nonce == p->nonce) {
+            w->granted = 1;
+            w->grant_token = p->token;
+            w->grant_ms = p->lease_ms;
+        }
+        rlock__waiter_wake(w);
+    }
+}
+
+static const rlock__script *const scripts[] = {
+    &rlock__lua_native_acquire,
+    &rlock__lua_native_release,
+    &rlock__lua_native_extend,
+    &rlock__lua_native_renew,
+    &rlock__lua_native_cancel,
+    &rlock__lua_native_retoken,
+    &rlock__lua_native_status,
+    &rlock__lua_native_force,
+    NULL,
+};
+
+const rlock__layout rlock__layout_native = {
+    "native",
+    RLOCK_LAYOUT_NATIVE,
+    RLOCK__LAY_COUNTS | RLOCK__LAY_QUEUE | RLOCK__LAY_COPIES,
+    1,
+    names,
+    owner,
+    acquire,
+    release,
+    extend,
+    cancel,
+    retoken,
+    status,
+    force,
+    &rlock__lua_native_renew,
+    scripts,
+    rlock__parse_acquire,
+    rlock__parse_release,
+    rlock__parse_status,
+    rlock__parse_force,
+    sub_channel,
+    is_channel,
+    message,
+    NULL,
+};

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The Redisson layout (RLOCK_LAYOUT_REDISSON): Redisson's RLock, so that
+ * rlock and Redisson (Java) exclude each other. The lock is a hash under
+ * the name itself whose one field "<client id as a UUID>:<number>" holds
+ * the hold count (re-entry is counted there, as Redisson counts its own);
+ * the final release deletes it and publishes "0" on
+ * "redisson_lock__channel:{<name>}", where Redisson's waiters listen.
+ * Fencing tokens come from RFencedLock's counter
+ * "redisson_lock_token:{<name>}".
+ *
+ * Redisson has no queue: a message wakes one waiting thread per client
+ * (as Redisson does), which tries again; whoever comes first takes the
+ * lock, and a thread that leaves without it passes the wake-up on.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/waiter.h"
+#include "layout/layout.h"
+#include "layout/scripts.h"
+
+/* Redisson's names for a lock's other keys and channel: prefix ":" name
+ * when the name has a '{' already, else prefix ":{" name "}", so that
+ * they share the lock's cluster slot (RedissonObject.prefixName). */
+static char *prefixed(const char *prefix, const char *name, size_t len,
+                      size_t *out_len)
+{
+    size_t plen = strlen(prefix);
+    int tag = memchr(name, '{', len) == NULL;
+    size_t n = plen + 1 + (size_t)tag + len + (size_t)tag;
+    char *k = malloc(n + 1), *p;
+
+    if (!k)
+        return NULL;
+    p = k;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (tag)
+        *p++ = '{';
+    memcpy(p, name, len);
+    p += len;
+    if (tag)
+        *p++ = '}';
+    *p = '\0';
+    *out_len = n;
+    return k;
+}
+
+static int names(rlock_mutex *m, const char *prefix)
+{
+    (void)prefix; /* Redisson's key is the name as given */
+    m->nkeys = 2;
+    m->keys[0] = malloc(m->name_len ? m->name_len : 1);
+    if (!m->keys[0])
+        return RLOCK_ENOMEM;
+    memcpy(m->keys[0], m->name, m->name_len);
+    m->key_lens[0] = m->name_len;
+    m->keys[1] =
+        prefixed("redisson_lock_token", m->name, m->name_len, &m->key_lens[1]);
+    m->channel = prefixed("redisson_lock__channel", m->name, m->name_len,
+                          &m->channel_len);
+    return m->keys[1] && m->channel ? RLOCK_OK : RLOCK_ENOMEM;
+}
+
+/* Redisson's field is "<UUID of the client>:<Java thread id>". */
+static size_t owner(const rlock_client *c, uint64_t no,
+                    char buf[RLOCK__OWNER_MAX])
+{
+    return rlock__owner_uuid(c->id, no, buf);
+}
+
+/* KEYS: lock, fence. ARGV: owner, lease_ms, count held (0: fresh), token
+ * held, "host/pid". */
+static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_redisson_acquire);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_arg(r, a->owner, a->owner_len);
+    rlock__req_argi(r, a->lease_ms);
+    rlock__req_argi(r, a->mode == 'r' ? a->count : 0);
+    rlock__req_argu(r, a->mode == 'r' ? a->token : 0);
+    rlock__req_args(r, a->who);
+}
+
+/* KEYS: lock. ARGV: owner, channel, count held. No token is kept with
+ * the hold: the owner's field is the proof. */
+static void release(const rlock_mutex *m, const char *o, size_t len,
+                    uint64_t token, int64_t count, rlock__req *r)
+{
+    (void)token;
+    rlock__req_init(r, &rlock__lua_redisson_release);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_arg(r, o, len);
+    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_argi(r, count);
+}
+
+/* KEYS: lock. ARGV: owner, token (unused), lease_ms. */
+static void extend(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t token, int64_t lease_ms, rlock__req *r)
+{
+    rlock__extend_req(&rlock__lua_redisson_extend, m, o, len, token, lease_ms,
+                      r);
+}
+
+/* KEYS: lock. ARGV: owner, channel. */
+static void cancel(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t nonce, rlock__req *r)
+{
+    (void)nonce;
+    rlock__req_init(r, &rlock__lua_redisson_cancel);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_arg(r, o, len);
+    rlock__req_arg(r, m->channel, m->channel_len);
+}
+
+static void status(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_redisson_status);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+}
+
+/* ARGV: channel. */
+static void force(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_redisson_force);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_arg(r, m->channel, m->channel_len);
+}
+
+/* One channel per lock, shared by every client. */
+static char *sub_channel(const rlock_client *c, const rlock_mutex *m,
+                         size_t *len)
+{
+    char *ch = malloc(m->channel_len ? m->channel_len : 1);
+
+    (void)c;
+    if (ch) {
+        memcpy(ch, m->channel, m->channel_len);
+        *len = m->channel_len;
+    }
+    return ch;
+}
+
+static int is_channel(const rlock_client *c, const rlock_mutex *m,
+                      const char *ch, size_t len)
+{
+    (void)c;
+    return len == m->channel_len && memcmp(ch, m->channel, len) == 0;
+}
+
+/* The longest-waiting thread of the channel ch that is not woken
+ * already (the list is newest first), or NULL. */
+static rlock__waiter *first_asleep(rlock_client *c, const char *ch, size_t len)
+{
+    rlock__waiter *w, *found = NULL;
+
+    for (w = c->waiters; w; w = w->next)
+        if (w->m->layout == &rlock__layout_redisson && !w->woken &&
+            is_channel(c, w->m, ch, len))
+            found = w;
+    return found;
+}
+
+/* "1" (Redisson's read-write lock) wakes every waiter of the lock,
+ * anything else ("0") one: a waiter already woken will try again after
+ * this release anyway, so it does not count. */
+static void message(rlock_client *c, const rlock__pubsub *p)
+{
+    rlock__waiter *w;
+
+    if (p->who_len == 1 && p->who[0] == '1') {
+        for (w = c->waiters; w; w = w->next)
+            if (w->m->layout == &rlock__layout_redisson &&
+                is_channel(c, w->m, p->channel, p->channel_len))
+                rlock__waiter_wake(w);
+    } else if ((w = first_asleep(c, p->channel, p->channel_len)) != NULL) {
+        rlock__waiter_wake(w);
+    }
+}
+
+static void pass_on(rlock_client *c, const rlock_mutex *m)
+{
+    rlock__waiter *w = first_asleep(c, m->channel, m->channel_len);
+
+    if (w)
+        rlock__waiter_wake(w);
+}
+
+static const rlock__script *const scripts[] = {
+    &rlock__lua_redisson_acquire, &rlock__lua_redisson_release,
+    &rlock__lua_redisson_extend,  &rlock__lua_redisson_renew,
+    &rlock__lua_redisson_cancel,  &rlock__lua_redisson_status,
+    &rlock__lua_redisson_force,   NULL,
+};
+
+const rlock__layout rlock__layout_redisson = {
+    "Redisson",
+    RLOCK_LAYOUT_REDISSON,
+    RLOCK__LAY_COUNTS,
+    1,
+    names,
+    owner,
+    acquire,
+    release,
+    extend,
+    cancel,
+    NULL,
+    status,
+    force,
+    &rlock__lua_redisson_renew,
+    scripts,
+    rlock__parse_acquire,
+    rlock__parse_release,
+    rlock__parse_status,
+    rlock__parse_force,
+    sub_channel,
+    is_channel,
+    message,
+    pass_on,
+};

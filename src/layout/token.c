@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The token layout (RLOCK_LAYOUT_TOKEN): one string key, the lock's name
+ * itself, set with SET NX PX to "<owner>:<token>" (redis-py's Lock,
+ * node-redlock, redsync, the usual PHP and Go snippets), released by
+ * compare-and-delete and extended by compare-and-pexpire, so that rlock
+ * and those libraries exclude each other. Fencing tokens come from the
+ * counter "<name>:rlock-fence", which only rlock increments.
+ *
+ * These peers publish nothing and count nothing: re-entry is counted by
+ * the client, and waiting is by retries.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout/layout.h"
+#include "layout/scripts.h"
+
+static int names(rlock_mutex *m, const char *prefix)
+{
+    static const char fence[] = ":rlock-fence";
+
+    (void)prefix; /* the peers' key is the name as given */
+    m->nkeys = 2;
+    m->keys[0] = malloc(m->name_len ? m->name_len : 1);
+    m->keys[1] = malloc(m->name_len + sizeof fence);
+    if (!m->keys[0] || !m->keys[1])
+        return RLOCK_ENOMEM;
+    memcpy(m->keys[0], m->name, m->name_len);
+    m->key_lens[0] = m->name_len;
+    memcpy(m->keys[1], m->name, m->name_len);
+    memcpy(m->keys[1] + m->name_len, fence, sizeof fence);
+    m->key_lens[1] = m->name_len + sizeof fence - 1;
+    return RLOCK_OK;
+}
+
+static size_t owner(const rlock_client *c, uint64_t no,
+                    char buf[RLOCK__OWNER_MAX])
+{
+    return rlock__owner_plain(c->id, c->who, no, buf);
+}
+
+static void both_keys(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+}
+
+/* KEYS: lock, fence. ARGV: owner, lease_ms. */
+static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_token_acquire);
+    both_keys(m, r);
+    rlock__req_arg(r, a->owner, a->owner_len);
+    rlock__req_argi(r, a->lease_ms);
+}
+
+/* KEYS: lock. ARGV: owner, token. */
+static void release(const rlock_mutex *m, const char *o, size_t len,
+                    uint64_t token, int64_t count, rlock__req *r)
+{
+    (void)count;
+    rlock__req_init(r, &rlock__lua_token_release);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_arg(r, o, len);
+    rlock__req_argu(r, token);
+}
+
+/* KEYS: lock. ARGV: owner, token, lease_ms. */
+static void extend(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t token, int64_t lease_ms, rlock__req *r)
+{
+    rlock__extend_req(&rlock__lua_token_extend, m, o, len, token, lease_ms, r);
+}
+
+/* KEYS: lock. ARGV: owner. Whatever hold the owner has there is the
+ * abandoned attempt's: an owner does not hold it otherwise. */
+static void cancel(const rlock_mutex *m, const char *o, size_t len,
+                   uint64_t nonce, rlock__req *r)
+{
+    (void)nonce;
+    rlock__req_init(r, &rlock__lua_token_cancel);
+    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_arg(r, o, len);
+}
+
+static void status(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_token_status);
+    both_keys(m, r);
+}
+
+static void force(const rlock_mutex *m, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_token_force);
+    both_keys(m, r);
+}
+
+/* The lock's value v (NULL: no key) into st. The scripts refuse every
+ * value that cannot be a lock (empty, NUL, spaces, ...), and a value is
+ * a peer's own text: the token is rlock's only if it ends one. */
+static void fill(rlock_status *st, const char *v, int64_t pttl)
+{
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    if (!v)
+        return;
+    st->held = 1;
+    st->count = 1;
+    st->lease_ms = pttl;
+    st->token = rlock__token_value(v);
+    snprintf(st->holder, sizeof st->holder, "%s", v);
+    rlock__parse_identity(st, v);
+}
+
+/* {value or '', pttl, last token}. */
+static int decode_status(const redisReply *r, rlock_status *st)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_INTEGER ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return RLOCK_EPROTO;
+    fill(st, r->element[0]->len ? r->element[0]->str : NULL,
+         r->element[1]->integer);
+    st->last_token = strtoull(r->element[2]->str, NULL, 10);
+    return RLOCK_OK;
+}
+
+/* The value removed, or nil. */
+static int decode_force(const redisReply *r, rlock_status *removed,
+                        char *unnotified, size_t len)
+{
+    if (len > 0)
+        unnotified[0] = '\0';
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)
+        return RLOCK_EPROTO;
+    fill(removed, r->type == REDIS_REPLY_STRING ? r->str : NULL, 0);
+    return RLOCK_OK;
+}
+
+static const rlock__script *const scripts[] = {
+    &rlock__lua_token_acquire, &rlock__lua_token_release,
+    &rlock__lua_token_extend,  &rlock__lua_token_renew,
+    &rlock__lua_token_cancel,  &rlock__lua_token_status,
+    &rlock__lua_token_force,   NULL,
+};
+
+const rlock__layout rlock__layout_token = {
+    "token",
+    RLOCK_LAYOUT_TOKEN,
+    0,
+    0,
+    names,
+    owner,
+    acquire,
+    release,
+    extend,
+    cancel,
+    NULL,
+    status,
+    force,
+    &rlock__lua_token_renew,
+    scripts,
+    rlock__parse_acquire,
+    rlock__parse_release,
+    decode_status,
+    decode_force,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
