@@ -329,6 +329,11 @@ int tree_fork(struct tree *t, const struct tree_spec *spec)
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     t->keeper = fork();
     if (t->keeper == 0) {
+        /* Out of our process group, which a job-control kill or timeout(1)
+         * signals as a whole: the keeper must outlive us to stop the tree
+         * (tree.h). It never reads the terminal, and it hands the terminal
+         * back with SIGTTOU blocked, as every signal we handle is. */
+        setpgid(0, 0);
         close(ctl[1]);
         close(rep[0]);
         t->ctl = ctl[0];
@@ -338,6 +343,8 @@ int tree_fork(struct tree *t, const struct tree_spec *spec)
     }
     close(ctl[0]);
     close(rep[1]);
+    if (t->keeper > 0)
+        setpgid(t->keeper, t->keeper); /* done, whichever of us runs first */
     if (t->keeper < 0) {
         close(ctl[1]);
         close(rep[0]);

@@ -13,15 +13,19 @@
  * then is the lock released.
  *
  *     rlock run  (holder thread, renewal thread)   subreaper
- *       `- keeper                                  subreaper
+ *       `- keeper (own process group)              subreaper
  *            `- COMMAND (own process group, parent-death signal SIGKILL)
  *                 `- its children, grandchildren, orphans ...
  *
  * If rlock run dies (even by SIGKILL) the keeper reads end-of-file on the
  * pipe and stops the tree: SIGTERM, then SIGKILL after a grace that ends
- * well before the lease could (a third of it at most). If the keeper dies,
- * COMMAND gets SIGKILL from the kernel and the rest of the tree falls to
- * rlock run, which stops it before releasing.
+ * well before the lease could (a third of it at most). The keeper is in a
+ * process group of its own so that it outlives a signal to rlock run's
+ * group (a job-control kill, timeout -s KILL): killed with rlock run, it
+ * could stop nothing, and COMMAND's children, which no parent-death signal
+ * reaches, would outlive the lease. If the keeper dies, COMMAND gets
+ * SIGKILL from the kernel and the rest of the tree falls to rlock run,
+ * which stops it before releasing.
  */
 #ifndef RLOCK_CLI_TREE_H
 #define RLOCK_CLI_TREE_H

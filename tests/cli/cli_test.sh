@@ -885,6 +885,36 @@ case_sigkill_of_rlock_stops_the_tree_before_the_lease_ends() {
     unset RLOCK_WATCHDOG_LEASE
 }
 
+# rlock run and its keeper killed together, as `timeout -s KILL` or a job
+# control kill does to a process group: COMMAND dies by its parent-death
+# signal, but its children have none. The keeper, in a process group of
+# its own, outlives rlock run and stops them before Redis lets the lease go.
+case_sigkill_of_the_process_group_stops_the_tree() {
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=3s
+    set -m # the job gets a process group of its own, named by its pid
+    rm -f "$dir/pids"
+    D=$dir "$RLOCK" run pg -- sh -c '
+        echo $$ >> "$D/pids"
+        sleep 300 & echo $! >> "$D/pids"
+        sleep 300 & echo $! >> "$D/pids"
+        wait' 2>"$dir/err" &
+    local pid=$! t0 left
+    wait_for 10 npids 3 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
+    [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] ||
+        fail "rlock run does not lead its process group"
+    kill -KILL -- -"$pid"
+    t0=$(ms)
+    until [ "$(rcli EXISTS '{rlock:pg}')" = 0 ]; do
+        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
+        sleep 0.02
+    done
+    left=$(alive)
+    [ -z "$left" ] || { kill -KILL $left; fail "alive at the lease end: $left"; }
+    wait "$pid" 2>/dev/null
+    unset RLOCK_WATCHDOG_LEASE
+}
+
 case_lost_lock_stops_the_whole_tree() {
     start_redis
     export RLOCK_WATCHDOG_LEASE=600ms
