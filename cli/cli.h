@@ -39,6 +39,7 @@ struct cli {
     /* Credentials that override the URL's: --user, and the password from
      * --password-file or $RLOCK_PASSWORD (NULL: the URL's). */
     const char *user, *password;
+    int command_timeout_ms; /* the client's, once cli_open has opened it */
 };
 
 /* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms:

@@ -38,6 +38,7 @@ struct holder {
     char errmsg[512]; /* its detail: error details are kept per thread */
     int unlock_rc;
     uint64_t token;
+    int64_t began, ended; /* the acquire call, in tree_clock_ms */
     int done_pipe[2];    /* holder -> main: acquired or failed */
     int release_pipe[2]; /* main -> holder: release now */
 };
@@ -47,12 +48,14 @@ static void *holder_main(void *p)
     struct holder *h = p;
     char b;
 
+    h->began = tree_clock_ms();
     if (h->nonblock)
         h->rc = rlock_mutex_trylock(h->m);
     else if (h->wait_ms < 0)
         h->rc = rlock_mutex_lock(h->m);
     else
         h->rc = rlock_mutex_timedlock(h->m, h->wait_ms);
+    h->ended = tree_clock_ms();
     /* Only a busy lock or a wait that ran out is a conflict (exit 1, as
      * flock); a server that did not answer is RLOCK_ENOREPLY (exit 69). */
     h->gave_up = h->rc == RLOCK_EBUSY || h->rc == RLOCK_ETIMEDOUT;
@@ -151,6 +154,22 @@ static int is_stop_signal(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
 }
 
+/* The last moment at which the tree of a fixed lease (nothing renews it)
+ * may still live if rlock run dies, in tree_clock_ms. The library counts
+ * the lease from before its last request left: after the call began, and
+ * at most one command timeout before it returned (each attempt has that
+ * deadline). A tenth of the lease is kept back for the kill to take effect
+ * and the tree to be reaped. */
+static int64_t fixed_lease_end(const struct holder *h, int64_t lease_ms,
+                               int command_timeout_ms)
+{
+    int64_t sent = h->ended - command_timeout_ms;
+
+    if (sent < h->began)
+        sent = h->began;
+    return sent + lease_ms - lease_ms / 10;
+}
+
 int cmd_run(struct cli *cli, int argc, char **argv)
 {
     static int given_sigs[NSIG];
@@ -165,7 +184,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     const char *name = NULL, *wait_s = NULL, *v;
     char **cmd = NULL, **env;
     int64_t lease_ms = 0, kill_after_ms = KILL_AFTER_DEFAULT_MS;
-    int64_t grace_ms, renew_lease_ms;
+    int64_t grace_ms, renew_lease_ms, orphan_until;
     int i, r, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
     int layout = RLOCK_LAYOUT_NATIVE, quiet = 0, nsigs = 0;
     int code = 0, lost = 0, status = 0, err, ended = 0;
@@ -275,7 +294,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         return EXIT_USAGE;
     }
     /* The lease the renewals keep: if rlock run dies, the keeper stops
-     * the tree within a third of it, long before it could end. */
+     * the tree within a third of it, long before it could end (a fixed
+     * lease also bounds it by what is left: fixed_lease_end). */
     renew_lease_ms = lease_ms > 0 ? lease_ms : cli_watchdog_lease_ms();
     grace_ms = renew_lease_ms / 3 < kill_after_ms ? renew_lease_ms / 3
                                                   : kill_after_ms;
@@ -398,7 +418,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         return code;
     }
 
-    if (tree_start(&tree, h.token, grace_ms) != 0) {
+    orphan_until = -1;
+    if (lease_ms > 0)
+        orphan_until = fixed_lease_end(&h, lease_ms, cli->command_timeout_ms);
+    if (tree_start(&tree, h.token, grace_ms, orphan_until) != 0) {
         fprintf(stderr, "rlock run: cannot start %s: the keeper is gone\n",
                 cmd[0]);
         keeper_gone = 1;

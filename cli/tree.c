@@ -25,6 +25,7 @@ struct ctl_msg {
     char op; /* 'S' start, 'K' signal, 'T' stop */
     int sig;
     int64_t ms;
+    int64_t until; /* 'S': the orphan's last moment (tree_clock_ms), or -1 */
     uint64_t token;
 };
 
@@ -34,7 +35,7 @@ struct rep_msg {
     pid_t pid;
 };
 
-static int64_t mono_ms(void)
+int64_t tree_clock_ms(void)
 {
     struct timespec ts;
 
@@ -222,7 +223,7 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
 {
     sigset_t chld;
     pid_t command = 0;
-    int64_t kill_at = -1, orphan_grace_ms = 0;
+    int64_t kill_at = -1, orphan_grace_ms = 0, orphan_until = -1;
     int sfd, started = 0;
 
     signal(SIGPIPE, SIG_IGN); /* rlock run gone: its pipe says so */
@@ -237,8 +238,10 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
         struct signalfd_siginfo si;
         int timeout = -1;
 
-        if (kill_at >= 0)
-            timeout = (int)(kill_at > mono_ms() ? kill_at - mono_ms() : 0);
+        if (kill_at >= 0) {
+            int64_t now = tree_clock_ms();
+            timeout = (int)(kill_at > now ? kill_at - now : 0);
+        }
         if (poll(p, 2, timeout) < 0 && errno != EINTR)
             _exit(EXIT_OSERR);
         if (t->ctl >= 0 && p[0].revents) {
@@ -246,6 +249,7 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
             ssize_t n = read(t->ctl, &m, sizeof m);
             if (n == (ssize_t)sizeof m && m.op == 'S' && !started) {
                 orphan_grace_ms = m.ms;
+                orphan_until = m.until;
                 command = start_command(t, sp, m.token);
                 if (command < 0)
                     _exit(EXIT_OSERR);
@@ -255,26 +259,30 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
                 signal_tree(command, m.sig);
             } else if (n == (ssize_t)sizeof m && m.op == 'T') {
                 stop_tree(command, m.sig);
-                if (kill_at < 0 || mono_ms() + m.ms < kill_at)
-                    kill_at = mono_ms() + m.ms;
+                if (kill_at < 0 || tree_clock_ms() + m.ms < kill_at)
+                    kill_at = tree_clock_ms() + m.ms;
             } else if (n == 0 || (n < 0 && errno != EINTR)) {
-                /* rlock run is gone: the lock will not be renewed. */
+                /* rlock run is gone: the lock will not be renewed, and a
+                 * fixed lease may have little left. */
+                int64_t at = tree_clock_ms() + orphan_grace_ms;
                 close(t->ctl);
                 t->ctl = -1;
                 if (!started)
                     _exit(0);
                 stop_tree(command, SIGTERM);
-                if (kill_at < 0 || mono_ms() + orphan_grace_ms < kill_at)
-                    kill_at = mono_ms() + orphan_grace_ms;
+                if (orphan_until >= 0 && orphan_until < at)
+                    at = orphan_until;
+                if (kill_at < 0 || at < kill_at)
+                    kill_at = at;
             }
         }
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
             ;
-        if (kill_at >= 0 && mono_ms() >= kill_at) {
+        if (kill_at >= 0 && tree_clock_ms() >= kill_at) {
             /* Again every 100 ms while anything is left: what was being
              * forked as the last round ran is caught by the next. */
             stop_tree(command, SIGKILL);
-            kill_at = mono_ms() + 100;
+            kill_at = tree_clock_ms() + 100;
         }
         for (;;) {
             int status;
@@ -356,7 +364,7 @@ int tree_fork(struct tree *t, const struct tree_spec *spec)
     return 0;
 }
 
-static int send_ctl(struct tree *t, char op, int sig, int64_t ms,
+static int send_ctl(struct tree *t, char op, int sig, int64_t ms, int64_t until,
                     uint64_t token)
 {
     struct ctl_msg m;
@@ -367,23 +375,25 @@ static int send_ctl(struct tree *t, char op, int sig, int64_t ms,
     m.op = op;
     m.sig = sig;
     m.ms = ms;
+    m.until = until;
     m.token = token;
     return write_all(t->ctl, &m, sizeof m);
 }
 
-int tree_start(struct tree *t, uint64_t token, int64_t orphan_grace_ms)
+int tree_start(struct tree *t, uint64_t token, int64_t orphan_grace_ms,
+               int64_t orphan_until)
 {
-    return send_ctl(t, 'S', 0, orphan_grace_ms, token);
+    return send_ctl(t, 'S', 0, orphan_grace_ms, orphan_until, token);
 }
 
 int tree_signal(struct tree *t, int sig)
 {
-    return send_ctl(t, 'K', sig, 0, 0);
+    return send_ctl(t, 'K', sig, 0, -1, 0);
 }
 
 int tree_stop(struct tree *t, int sig, int64_t grace_ms)
 {
-    return send_ctl(t, 'T', sig, grace_ms, 0);
+    return send_ctl(t, 'T', sig, grace_ms, -1, 0);
 }
 
 int tree_read(struct tree *t, int *status)

@@ -19,13 +19,13 @@
  *
  * If rlock run dies (even by SIGKILL) the keeper reads end-of-file on the
  * pipe and stops the tree: SIGTERM, then SIGKILL after a grace that ends
- * well before the lease could (a third of it at most). The keeper is in a
- * process group of its own so that it outlives a signal to rlock run's
- * group (a job-control kill, timeout -s KILL): killed with rlock run, it
- * could stop nothing, and COMMAND's children, which no parent-death signal
- * reaches, would outlive the lease. If the keeper dies, COMMAND gets
- * SIGKILL from the kernel and the rest of the tree falls to rlock run,
- * which stops it before releasing.
+ * well before the lease could (a third of it at most, and never past what
+ * is left of a fixed lease). The keeper is in a process group of its own
+ * so that it outlives a signal to rlock run's group (a job-control kill,
+ * timeout -s KILL): killed with rlock run, it could stop nothing, and
+ * COMMAND's children, which no parent-death signal reaches, would outlive
+ * the lease. If the keeper dies, COMMAND gets SIGKILL from the kernel and
+ * the rest of the tree falls to rlock run, which stops it before releasing.
  */
 #ifndef RLOCK_CLI_TREE_H
 #define RLOCK_CLI_TREE_H
@@ -57,9 +57,15 @@ struct tree_spec {
  * signal it handles blocked. 0, or -1 with errno. */
 int tree_fork(struct tree *t, const struct tree_spec *spec);
 
+/* The clock of the keeper's deadlines (CLOCK_MONOTONIC, in ms), shared by
+ * both processes. */
+int64_t tree_clock_ms(void);
+
 /* Starts COMMAND with RLOCK_TOKEN=token; if rlock run dies, the keeper
- * sends SIGTERM and after orphan_grace_ms SIGKILL. */
-int tree_start(struct tree *t, uint64_t token, int64_t orphan_grace_ms);
+ * sends SIGTERM and SIGKILL after orphan_grace_ms, or at orphan_until
+ * (tree_clock_ms) if that comes first; orphan_until < 0: no such bound. */
+int tree_start(struct tree *t, uint64_t token, int64_t orphan_grace_ms,
+               int64_t orphan_until);
 
 /* Sends sig to every process of the tree. */
 int tree_signal(struct tree *t, int sig);

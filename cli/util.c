@@ -304,6 +304,7 @@ rlock_client *cli_open(struct cli *cli, int *exit_code)
     o.tls_sni = cli->tls_sni;
     o.username = cli->user;
     o.password = cli->password;
+    cli->command_timeout_ms = o.command_timeout_ms;
     c = rlock_client_open(cli->url, &o, &err);
 
     if (!c) {

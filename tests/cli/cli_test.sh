@@ -915,6 +915,32 @@ case_sigkill_of_the_process_group_stops_the_tree() {
     unset RLOCK_WATCHDOG_LEASE
 }
 
+# A fixed --lease is not renewed, so rlock run may be killed with little of
+# it left: the keeper's grace (a third of the lease here) is cut to what is
+# left, and a tree that ignores SIGTERM is killed before Redis drops the key.
+case_sigkill_late_in_a_fixed_lease_stops_the_tree_within_it() {
+    start_redis
+    rm -f "$dir/pids"
+    D=$dir "$RLOCK" run --lease 4s --kill-after 10s fl -- sh -c '
+        trap "" TERM; echo $$ >> "$D/pids"
+        sleep 300 & echo $! >> "$D/pids"
+        wait' 2>"$dir/err" &
+    local pid=$! t0 left
+    wait_for 10 npids 2 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
+    # The lock was taken before the tree started: 3 s into the lease at
+    # least, a third of it (1.3 s) would outlast it.
+    sleep 3
+    kill -KILL "$pid"
+    t0=$(ms)
+    until [ "$(rcli EXISTS '{rlock:fl}')" = 0 ]; do
+        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
+        sleep 0.02
+    done
+    left=$(alive)
+    [ -z "$left" ] || { kill -KILL $left; fail "alive at the lease end: $left"; }
+    wait "$pid" 2>/dev/null
+}
+
 case_lost_lock_stops_the_whole_tree() {
     start_redis
     export RLOCK_WATCHDOG_LEASE=600ms
