@@ -847,12 +847,13 @@ case_signals_are_passed_on_and_quiet_is_quiet() {
     local s
     rm -f "$dir/got"
     "$RLOCK" run sigs -- sh -c "
-        for s in USR1 USR2 ALRM QUIT WINCH; do trap \"echo \$s >> '$dir/got'\" \$s; done
+        for s in USR1 USR2 ALRM QUIT WINCH ABRT BUS; do trap \"echo \$s >> '$dir/got'\" \$s; done
         echo ready >> '$dir/got'
         while [ ! -e '$dir/stop' ]; do sleep 0.05; done" &
     local pid=$!
     wait_for 10 grep -q ready "$dir/got" || fail "COMMAND did not start"
-    for s in USR1 USR2 ALRM QUIT WINCH; do
+    # SIGABRT and SIGBUS too: a fault's signals, sent by another process.
+    for s in USR1 USR2 ALRM QUIT WINCH ABRT BUS; do
         kill -$s $pid
         wait_for 5 grep -q $s "$dir/got" || fail "SIG$s did not reach COMMAND"
     done
