@@ -96,9 +96,16 @@ size_t utf8_seq(const unsigned char *s);
  * bytes and bytes that are not UTF-8 as \xNN, a backslash as \\. */
 void put_safe(FILE *out, const char *str);
 
+/* The same escaping into buf (len bytes, NUL-terminated; what does not fit
+ * is cut between characters and ends in "..."). Returns buf, for printf.
+ * 4 * strlen(str) + 1 bytes always suffice. */
+const char *safe_text(const char *str, char *buf, size_t len);
+
 /* Prints "rlock: <URL>: <what> (<strerror>): <detail>", what and detail
- * escaped as put_safe does. */
+ * escaped as put_safe does; detail is c's message (cli_error), or given. */
 void cli_error(struct cli *cli, rlock_client *c, const char *what, int rc);
+void cli_error_detail(struct cli *cli, const char *what, int rc,
+                      const char *detail);
 
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);

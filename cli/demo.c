@@ -82,8 +82,10 @@ static int worker(const char *url, struct board *b, int id, int64_t end_us,
     rlock_mutex *m = c ? rlock_mutex_new(c, LOCK_NAME, NULL, &err) : NULL;
 
     if (!m) {
+        char detail[2048]; /* Redis's text, escaped */
         fprintf(stderr, "rlock demo: worker %d: %s: %s\n", id,
-                rlock_strerror(err), rlock_client_errmsg(c));
+                rlock_strerror(err),
+                safe_text(rlock_client_errmsg(c), detail, sizeof detail));
         atomic_fetch_add(&b->errors, 1);
         return 1;
     }

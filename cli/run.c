@@ -70,6 +70,9 @@ static void *holder_main(void *p)
     while (read(h->release_pipe[0], &b, 1) < 0 && errno == EINTR)
         ;
     h->unlock_rc = rlock_mutex_unlock(h->m);
+    if (h->unlock_rc != RLOCK_OK)
+        snprintf(h->errmsg, sizeof h->errmsg, "%s",
+                 rlock_client_errmsg(rlock_mutex_client(h->m)));
     return NULL;
 }
 
@@ -171,6 +174,9 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 {
     static int given_sigs[NSIG];
     static struct sigaction given[NSIG];
+    /* The lock's name and COMMAND as messages show them: escaped, as
+     * status shows what it reads from Redis. */
+    static char sname[4 * RLOCK_NAME_MAX + 1], scmd[1024];
     struct holder h;
     struct tree tree;
     struct tree_spec spec;
@@ -290,6 +296,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 RLOCK_NAME_MAX);
         return EXIT_USAGE;
     }
+    safe_text(name, sname, sizeof sname);
+    safe_text(cmd[0], scmd, sizeof scmd);
     /* The lease the renewals keep: if rlock run dies, the keeper stops
      * the tree within a third of it, long before it could end (a fixed
      * lease also bounds it by what is left: fixed_lease_end). */
@@ -381,9 +389,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 release(&h, th);
             else
                 pthread_join(th, NULL);
-            fprintf(stderr, "rlock run: %s: interrupted by %s before the "
-                            "command started\n",
-                    name, strsignal((int)si.ssi_signo));
+            fprintf(stderr,
+                    "rlock run: %s: interrupted by %s before the "
+                    "command started\n",
+                    sname, strsignal((int)si.ssi_signo));
             rlock_mutex_free(h.m);
             rlock_client_close(c);
             tree_close(&tree);
@@ -398,15 +407,13 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 ; /* -q: a conflict is said by the exit status alone */
             else if (h.nonblock)
                 fprintf(stderr, "rlock run: %s is held by another owner\n",
-                        name);
+                        sname);
             else
-                fprintf(stderr, "rlock run: %s not obtained within %s\n",
-                        name, wait_s);
+                fprintf(stderr, "rlock run: %s not obtained within %s\n", sname,
+                        wait_s);
             code = conflict;
         } else {
-            fprintf(stderr, "%s: %s: %s (%s)%s%s\n", cli->prog,
-                    cli->url_shown, name, rlock_strerror(h.rc),
-                    h.errmsg[0] ? ": " : "", h.errmsg);
+            cli_error_detail(cli, name, h.rc, h.errmsg);
             code = exit_code_for(h.rc);
         }
         rlock_mutex_free(h.m);
@@ -420,7 +427,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         orphan_until = fixed_lease_end(&h, lease_ms, cli->command_timeout_ms);
     if (tree_start(&tree, h.token, grace_ms, orphan_until) != 0) {
         fprintf(stderr, "rlock run: cannot start %s: the keeper is gone\n",
-                cmd[0]);
+                scmd);
         keeper_gone = 1;
     }
 
@@ -455,8 +462,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 fprintf(stderr,
                         "rlock run: lock %s was lost while the command ran "
                         "(expired, deleted or taken)%s\n",
-                        name,
-                        kill_on_lost ? "; stopping the command" : "");
+                        sname, kill_on_lost ? "; stopping the command" : "");
                 if (kill_on_lost) {
                     tree_stop(&tree, SIGTERM, kill_after_ms);
                 }
@@ -482,9 +488,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     if (keeper_gone) {
         /* The keeper was killed: COMMAND had SIGKILL from the kernel, and
          * the rest of the tree is ours now. None may outlive the lock. */
-        fprintf(stderr, "rlock run: the process watching %s was killed; "
-                        "stopping what is left of it\n",
-                cmd[0]);
+        fprintf(stderr,
+                "rlock run: the process watching %s was killed; "
+                "stopping what is left of it\n",
+                scmd);
         tree_reap_orphans(&tree);
         if (!ended)
             status = EXIT_SOFTWARE << 8;
@@ -494,11 +501,12 @@ tree_done:
     release(&h, th);
     if (h.unlock_rc == RLOCK_ELOST && !lost) {
         lost = 1;
-        fprintf(stderr, "rlock run: lock %s was lost while the command ran "
-                        "(found at release)\n",
-                name);
+        fprintf(stderr,
+                "rlock run: lock %s was lost while the command ran "
+                "(found at release)\n",
+                sname);
     } else if (h.unlock_rc != RLOCK_OK && h.unlock_rc != RLOCK_ELOST) {
-        cli_error(cli, c, "release", h.unlock_rc);
+        cli_error_detail(cli, "release", h.unlock_rc, h.errmsg);
     }
     rlock_mutex_free(h.m);
     rlock_client_close(c);

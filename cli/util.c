@@ -244,39 +244,81 @@ size_t utf8_seq(const unsigned char *s)
 
 /* Text that came from Redis (or from the command line) on its way to a
  * terminal: control bytes (escape sequences among them) and bytes that are
- * not UTF-8 are written as \xNN, a backslash as \\; the rest as is. */
+ * not UTF-8 are written as \xNN, a backslash as \\; the rest as is. The
+ * escaped form of the character at s goes to piece (NUL-terminated);
+ * returns how many bytes of s it stands for. */
+static size_t safe_piece(const unsigned char *s, char piece[8])
+{
+    size_t n = utf8_seq(s);
+
+    if (*s == '\\') {
+        strcpy(piece, "\\\\");
+        return 1;
+    }
+    if (n == 0 || *s < 0x20 || *s == 0x7f ||
+        (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+        /* invalid, C0, DEL, or a C1 control (U+0080..U+009F) */
+        snprintf(piece, 8, "\\x%02x", *s);
+        return 1;
+    }
+    memcpy(piece, s, n);
+    piece[n] = '\0';
+    return n;
+}
+
 void put_safe(FILE *out, const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
+    char piece[8];
 
     while (*s) {
-        size_t n = utf8_seq(s);
-        if (*s == '\\') {
-            fputs("\\\\", out);
-            s++;
-        } else if (n == 0 || *s < 0x20 || *s == 0x7f ||
-                   (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
-            /* invalid, C0, DEL, or a C1 control (U+0080..U+009F) */
-            fprintf(out, "\\x%02x", *s);
-            s++;
-        } else {
-            fwrite(s, 1, n, out);
-            s += n;
-        }
+        s += safe_piece(s, piece);
+        fputs(piece, out);
     }
+}
+
+const char *safe_text(const char *str, char *buf, size_t len)
+{
+    const unsigned char *s;
+    size_t total = 0, used = 0, room;
+    char piece[8];
+
+    for (s = (const unsigned char *)str; *s;) {
+        s += safe_piece(s, piece);
+        total += strlen(piece);
+    }
+    /* All of it, or what leaves room for "...", cut between characters. */
+    room = total < len ? len - 1 : len > 4 ? len - 4 : 0;
+    for (s = (const unsigned char *)str; *s;) {
+        size_t n = safe_piece(s, piece), k = strlen(piece);
+        if (used + k > room)
+            break;
+        memcpy(buf + used, piece, k);
+        used += k;
+        s += n;
+    }
+    buf[used] = '\0';
+    if (total >= len && len > 4)
+        strcpy(buf + used, "...");
+    return buf;
+}
+
+void cli_error_detail(struct cli *cli, const char *what, int rc,
+                      const char *detail)
+{
+    char w[4 * RLOCK_NAME_MAX + 1], d[2048];
+
+    /* The name and the detail may carry bytes from Redis or from the
+     * command line: escaped as status's output is. One fprintf: one line,
+     * even beside COMMAND's own output. */
+    fprintf(stderr, "%s: %s: %s (%s)%s%s\n", cli->prog, cli->url_shown,
+            safe_text(what, w, sizeof w), rlock_strerror(rc),
+            *detail ? ": " : "", safe_text(detail, d, sizeof d));
 }
 
 void cli_error(struct cli *cli, rlock_client *c, const char *what, int rc)
 {
-    const char *detail = rlock_client_errmsg(c);
-
-    /* The name and the detail may carry bytes from Redis or from the
-     * command line: escaped as status's output is. */
-    fprintf(stderr, "%s: %s: ", cli->prog, cli->url_shown);
-    put_safe(stderr, what);
-    fprintf(stderr, " (%s)%s", rlock_strerror(rc), *detail ? ": " : "");
-    put_safe(stderr, detail);
-    fputc('\n', stderr);
+    cli_error_detail(cli, what, rc, rlock_client_errmsg(c));
 }
 
 rlock_client *cli_open(struct cli *cli, int *exit_code)

@@ -1009,6 +1009,35 @@ case_output_is_escaped_and_json_is_utf8() {
     "$RLOCK" ping | grep -Eq "^PONG from .*: (redis|valkey) [0-9]" || fail "ping: $("$RLOCK" ping)"
 }
 
+# What rlock run says on stderr escapes bytes from Redis and lock names, as
+# status does: here Redis's own error text (EVALSHA renamed away, so Redis
+# quotes the keys back), a conflict and a loss.
+case_run_messages_are_escaped() {
+    local n esc
+    n=$(printf 'n\033[31m')
+    esc='n\x1b[31m'
+    start_redis --rename-command EVALSHA "" --rename-command EVAL ""
+    "$RLOCK" run "$n" -- true 2> "$dir/err"; expect_code 76 $? "run with EVALSHA renamed"
+    grep -q "unknown command" "$dir/err" || fail "no Redis error text: $(cat -v "$dir/err")"
+    ! grep -q "$(printf '\033')" "$dir/err" || fail "an escape byte reached stderr: $(cat -v "$dir/err")"
+    grep -qF ": $esc (Redis returned an error): " "$dir/err" || fail "said: $(cat -v "$dir/err")"
+    grep -qF "'{rlock:$esc}'" "$dir/err" || fail "said: $(cat -v "$dir/err")"
+    kill "$redis_pid"; wait "$redis_pid" 2>/dev/null; rm -f "$dir/redis.sock"
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=600ms
+    "$RLOCK" run "$n" -- sleep $((10 * slow)) 2> "$dir/lost" &
+    local pid=$!
+    wait_for 5 is_held "$n" || fail "no hold"
+    "$RLOCK" run -n "$n" -- true 2> "$dir/err"; expect_code 1 $? "-n on a held lock"
+    ! grep -q "$(printf '\033')" "$dir/err" || fail "an escape byte reached stderr: $(cat -v "$dir/err")"
+    grep -qF "$esc is held by another owner" "$dir/err" || fail "said: $(cat -v "$dir/err")"
+    rcli DEL "{rlock:$n}" > /dev/null
+    wait $pid; expect_code 79 $? "lost lock"
+    ! grep -q "$(printf '\033')" "$dir/lost" || fail "an escape byte reached stderr: $(cat -v "$dir/lost")"
+    grep -qF "lock $esc was lost" "$dir/lost" || fail "said: $(cat -v "$dir/lost")"
+    unset RLOCK_WATCHDOG_LEASE
+}
+
 # The bash completion script, run by bash-completion as an interactive
 # shell would: subcommands, options, option values, and COMMAND after --.
 case_bash_completion_completes() {
