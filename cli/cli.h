@@ -27,11 +27,16 @@
 /* rlock run --kill-after: from SIGTERM to SIGKILL. */
 #define KILL_AFTER_DEFAULT_MS 5000
 
+/* The longest URL taken, with its NUL (from --redis or the environment):
+ * a longer one is a usage error, never cut short. */
+#define CLI_URL_MAX 4096
+
 struct cli {
     const char *prog;
-    const char *url;       /* as given (never printed: see url_shown) */
-    char url_shown[512];   /* the URL with its password hidden */
-    char url_bare[512];    /* the URL without its password (RLOCK_URL) */
+    const char *url; /* as given (never printed: see url_shown) */
+    /* The URL with its password hidden ("***" may be longer than it). */
+    char url_shown[CLI_URL_MAX + 3];
+    char url_bare[CLI_URL_MAX]; /* without its password (RLOCK_URL) */
     int url_given;         /* --redis was given */
     /* TLS, as redis-cli's flags (rlock_client_opts' tls fields). */
     int tls, tls_insecure;
@@ -68,12 +73,18 @@ int cli_flag(char **argv, int *i, const char *cmd, const char *short_name,
              const char *long_name);
 
 /* Picks the URL (--redis, $RLOCK_URL, $REDIS_URL, default) and fills
- * url_shown. */
-void cli_pick_url(struct cli *cli, const char *given);
+ * url_shown and url_bare. 0, or -1 (said on stderr) if the URL is
+ * CLI_URL_MAX bytes or longer. */
+int cli_pick_url(struct cli *cli, const char *given);
 
 /* Where the password of a URL is: [*from, *to) between "user:" and '@'.
  * 1 if it has one, else 0. */
 int url_password_span(const char *url, size_t *from, size_t *to);
+
+/* The URL without its password ("redis://u:pw@h" -> "redis://u@h",
+ * "redis://:pw@h" -> "redis://h"), or unchanged if it has none; len >
+ * strlen(url) always suffices. */
+void url_strip_password(const char *url, char *out, size_t len);
 
 /* The renewal lease: $RLOCK_WATCHDOG_LEASE if valid, else 30 s. */
 int64_t cli_watchdog_lease_ms(void);

@@ -60,7 +60,7 @@ static int read_password_file(const char *path, char *out, size_t len)
 
 int main(int argc, char **argv)
 {
-    static char password[1026], url_copy[4096];
+    static char password[1026], url_copy[CLI_URL_MAX];
     struct cli cli;
     const char *cmd, *url = NULL;
     int i = 1, code;
@@ -153,7 +153,8 @@ int main(int argc, char **argv)
         if (usage_for(cmd, stdout) == 0)
             return 0;
     }
-    cli_pick_url(&cli, url);
+    if (cli_pick_url(&cli, url) != 0)
+        return EXIT_USAGE;
     argc -= i;
     argv += i;
     if (strcmp(cmd, "run") == 0)

@@ -87,24 +87,48 @@ static void on_lost(rlock_mutex *m, void *arg)
     }
 }
 
-/* COMMAND's environment: ours, with RLOCK_NAME and RLOCK_URL (without its
- * password) set, and no RLOCK_PASSWORD; the keeper adds RLOCK_TOKEN. Built
- * before any fork, while the process has one thread. */
-static char **command_env(const char *name, const char *url_bare)
+/* "NAME=" + value, allocated; with strip, the value is a URL whose
+ * password is left out. */
+static char *env_entry(const char *name, const char *value, int strip)
 {
-    static const char *const drop[] = {"RLOCK_NAME=", "RLOCK_TOKEN=",
-                                       "RLOCK_URL=", "RLOCK_PASSWORD="};
-    static char nv[RLOCK_NAME_MAX + 16], uv[600];
+    size_t n = strlen(name), len = n + strlen(value) + 2;
+    char *e = malloc(len);
+
+    if (!e)
+        return NULL;
+    snprintf(e, len, "%s=", name);
+    if (strip)
+        url_strip_password(value, e + n + 1, len - n - 1);
+    else
+        snprintf(e + n + 1, len - n - 1, "%s", value);
+    return e;
+}
+
+/* COMMAND's environment: ours, with RLOCK_NAME and RLOCK_URL (without its
+ * password) set, REDIS_URL (a URL rlock may have used, or the job's own)
+ * without its password, and no RLOCK_PASSWORD; the keeper adds
+ * RLOCK_TOKEN. Built before any fork, while the process has one thread;
+ * own[] gets the strings made here, for the caller to free (with env)
+ * once the keeper has its copy. */
+static char **command_env(const char *name, const char *url_bare, char *own[3])
+{
+    static const char *const drop[] = {
+        "RLOCK_NAME=", "RLOCK_TOKEN=", "RLOCK_URL=", "RLOCK_PASSWORD=",
+        "REDIS_URL="};
+    const char *redis_url = getenv("REDIS_URL");
     size_t n = 0, i, k = 0, d;
     char **env;
 
+    own[0] = env_entry("RLOCK_NAME", name, 0);
+    own[1] = env_entry("RLOCK_URL", url_bare, 0);
+    own[2] = redis_url ? env_entry("REDIS_URL", redis_url, 1) : NULL;
     while (environ[n])
         n++;
-    env = calloc(n + 3, sizeof *env);
-    if (!env)
+    env = calloc(n + 4, sizeof *env);
+    if (!env || !own[0] || !own[1] || (redis_url && !own[2])) {
+        free(env);
         return NULL;
-    snprintf(nv, sizeof nv, "RLOCK_NAME=%s", name);
-    snprintf(uv, sizeof uv, "RLOCK_URL=%s", url_bare);
+    }
     for (i = 0; i < n; i++) {
         for (d = 0; d < sizeof drop / sizeof drop[0]; d++)
             if (strncmp(environ[i], drop[d], strlen(drop[d])) == 0)
@@ -112,8 +136,9 @@ static char **command_env(const char *name, const char *url_bare)
         if (d == sizeof drop / sizeof drop[0])
             env[k++] = environ[i];
     }
-    env[k++] = nv;
-    env[k++] = uv;
+    for (i = 0; i < 3; i++)
+        if (own[i])
+            env[k++] = own[i];
     env[k] = NULL;
     return env;
 }
@@ -185,7 +210,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     sigset_t sigs, old;
     pthread_t th;
     const char *name = NULL, *wait_s = NULL, *v;
-    char **cmd = NULL, **env;
+    char **cmd = NULL, **env, *own_env[3];
     int64_t lease_ms = 0, kill_after_ms = KILL_AFTER_DEFAULT_MS;
     int64_t grace_ms, renew_lease_ms, orphan_until;
     int i, r, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
@@ -322,7 +347,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     }
     sigprocmask(SIG_BLOCK, &sigs, &old);
     signal(SIGPIPE, SIG_IGN);
-    env = command_env(name, cli->url_bare);
+    env = command_env(name, cli->url_bare, own_env);
     spec.argv = cmd;
     spec.env = env;
     spec.mask = &old;
@@ -330,7 +355,9 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     spec.disp = given;
     spec.nsigs = nsigs;
     r = env ? tree_fork(&tree, &spec) : -1;
-    free(env); /* the keeper has its copy; the strings are not ours */
+    free(env); /* the keeper has its copy; of the strings, these are ours */
+    for (i = 0; i < 3; i++)
+        free(own_env[i]);
     if (r != 0) {
         fprintf(stderr, "rlock run: cannot start: %s\n", strerror(errno));
         return EXIT_OSERR;

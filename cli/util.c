@@ -135,7 +135,7 @@ int url_password_span(const char *url, size_t *from, size_t *to)
     return 1;
 }
 
-/* redis://user:secret@host -> redis://user<mask>@host; with mask NULL,
+/* redis://user:secret@host -> redis://user:<mask>@host; with mask NULL,
  * redis://user@host (and redis://:secret@host -> redis://host). */
 static void hide_password(const char *url, char *out, size_t len,
                           const char *mask)
@@ -153,20 +153,37 @@ static void hide_password(const char *url, char *out, size_t len,
         snprintf(out, len, "%.*s%s", (int)(from - 1), url, url + to);
 }
 
-void cli_pick_url(struct cli *cli, const char *given)
+void url_strip_password(const char *url, char *out, size_t len)
 {
-    const char *u = given;
+    hide_password(url, out, len, NULL);
+}
+
+int cli_pick_url(struct cli *cli, const char *given)
+{
+    const char *u = given, *from = "--redis";
 
     cli->url_given = given != NULL;
-    if (!u)
+    if (!u) {
         u = getenv("RLOCK_URL");
-    if (!u || !*u)
+        from = "RLOCK_URL";
+    }
+    if (!u || !*u) {
         u = getenv("REDIS_URL");
+        from = "REDIS_URL";
+    }
     if (!u || !*u)
         u = "redis://127.0.0.1:6379";
+    /* The buffers below hold any URL this short whole: a longer one would
+     * be cut, and name (or reach COMMAND as) another server. */
+    if (strlen(u) >= CLI_URL_MAX) {
+        fprintf(stderr, "%s: %s: the URL is longer than %d bytes\n", cli->prog,
+                from, CLI_URL_MAX - 1);
+        return -1;
+    }
     cli->url = u;
     hide_password(u, cli->url_shown, sizeof cli->url_shown, "***");
     hide_password(u, cli->url_bare, sizeof cli->url_bare, NULL);
+    return 0;
 }
 
 int64_t cli_watchdog_lease_ms(void)

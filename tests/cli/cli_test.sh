@@ -976,6 +976,23 @@ case_secrets_and_descriptors_stay_out_of_command() {
         fail "the password leaked: $(grep s3cret "$dir/env" "$dir/keeper-cmdline" "$dir/rlock-cmdline")"
     grep -qx "RLOCK_URL=unix://$dir/redis.sock" "$dir/env" || fail "RLOCK_URL: $(grep RLOCK_URL "$dir/env")"
     grep -q -- "--redis unix://:\*\*\*\*\*\*@" "$dir/rlock-cmdline" || fail "argv: $(cat "$dir/rlock-cmdline")"
+    # The --redis=URL form is overwritten as well.
+    "$RLOCK" --redis="$url" run sec -- sh -c '
+        r=$(ps -o ppid= -p $PPID | tr -d " ")
+        tr "\0" " " < /proc/$r/cmdline > "$0/rlock-cmdline"' "$dir"
+    expect_code 0 $? "run with --redis=URL"
+    ! grep -q s3cret "$dir/rlock-cmdline" || fail "the password leaked: $(cat "$dir/rlock-cmdline")"
+    grep -q -- "--redis=unix://:\*\*\*\*\*\*@" "$dir/rlock-cmdline" || fail "argv: $(cat "$dir/rlock-cmdline")"
+    # REDIS_URL reaches COMMAND without its password, as RLOCK_URL does,
+    # whether rlock took its server from it or not.
+    REDIS_URL=$url "$RLOCK" run sec -- sh -c 'env > "$0/env"' "$dir"
+    expect_code 0 $? "run with REDIS_URL"
+    ! grep -q s3cret "$dir/env" || fail "the password leaked: $(grep s3cret "$dir/env")"
+    grep -qx "REDIS_URL=unix://$dir/redis.sock" "$dir/env" || fail "REDIS_URL: $(grep REDIS_URL "$dir/env")"
+    REDIS_URL="redis://u:topsecret@127.0.0.1:1/2" "$RLOCK" --redis "$url" run sec -- sh -c 'env > "$0/env"' "$dir"
+    expect_code 0 $? "run with an unused REDIS_URL"
+    ! grep -q topsecret "$dir/env" || fail "the password leaked: $(grep topsecret "$dir/env")"
+    grep -qx "REDIS_URL=redis://u@127.0.0.1:1/2" "$dir/env" || fail "REDIS_URL: $(grep REDIS_URL "$dir/env")"
     # From a file, and from the environment (not passed on to COMMAND).
     printf 's3cret\n' > "$dir/pw"
     "$RLOCK" --redis "unix://$dir/redis.sock" --password-file "$dir/pw" ping >/dev/null
@@ -1007,6 +1024,26 @@ case_output_is_escaped_and_json_is_utf8() {
     ! grep -q "$(printf '\033')" "$dir/err" || fail "an escape byte reached stderr"
     grep -qF "'k\x1b[2J' is not a lock" "$dir/err" || fail "status said: $(cat -v "$dir/err")"
     "$RLOCK" ping | grep -Eq "^PONG from .*: (redis|valkey) [0-9]" || fail "ping: $("$RLOCK" ping)"
+}
+
+# The URL is never cut short: a long one (here 4000 bytes of parameters)
+# reaches COMMAND as RLOCK_URL whole and is named whole in messages; one
+# longer than rlock takes is refused, from the environment as from --redis.
+case_long_urls_are_never_cut() {
+    start_redis
+    local url q
+    q=$(printf '&db=0%.0s' $(seq 800))
+    url="unix://$dir/redis.sock?db=0$q"
+    RLOCK_URL=$url "$RLOCK" run long -- sh -c 'printf "%s" "$RLOCK_URL" > "$0/url"' "$dir"
+    expect_code 0 $? "run with a ${#url}-byte URL"
+    [ "$(cat "$dir/url")" = "$url" ] || fail "RLOCK_URL was $(wc -c < "$dir/url") bytes, want ${#url}"
+    RLOCK_URL=$url "$RLOCK" ping > "$dir/out"; expect_code 0 $? "ping"
+    grep -qF "PONG from $url: " "$dir/out" || fail "ping named $(head -c 100 "$dir/out")..."
+    url="$url$q"
+    RLOCK_URL=$url "$RLOCK" ping 2> "$dir/err"; expect_code 64 $? "a ${#url}-byte URL"
+    grep -q "RLOCK_URL: the URL is longer than 4095 bytes" "$dir/err" || fail "said: $(head -c 300 "$dir/err")"
+    "$RLOCK" --redis "$url" ping 2> "$dir/err"; expect_code 64 $? "a ${#url}-byte --redis"
+    grep -q "redis: the URL is longer than 4095 bytes" "$dir/err" || fail "said: $(head -c 300 "$dir/err")"
 }
 
 # What rlock run says on stderr escapes bytes from Redis and lock names, as
