@@ -43,8 +43,12 @@ set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME librlock${PROJECT_VERSION_MAJOR})
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-# A shlibs file, and the "activate-noawait ldconfig" trigger: dpkg runs
-# ldconfig when the library is installed or removed, not the user.
+# A shlibs file (for dpkg-shlibdeps of packages built against this one).
+# ldconfig needs no setting: for a library installed under /lib or /usr/lib
+# (the multiarch directory included, so with the /usr prefix above) CPack
+# writes postinst and postrm maintainer scripts that run it on configure
+# and remove. These are scripts, not the "activate-noawait ldconfig" dpkg
+# trigger that dh_makeshlibs would declare.
 set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 
