@@ -533,6 +533,8 @@ tree_done:
                 "(found at release)\n",
                 sname);
     } else if (h.unlock_rc != RLOCK_OK && h.unlock_rc != RLOCK_ELOST) {
+        /* RLOCK_ENOTIFY too: released, the waiters not told (an ACL
+         * without PUBLISH); said, and the exit status stays COMMAND's. */
         cli_error_detail(cli, "release", h.unlock_rc, h.errmsg);
     }
     rlock_mutex_free(h.m);

@@ -212,7 +212,8 @@ int parse_layout(const char *s, int *layout)
 int exit_code_for(int rc)
 {
     switch (rc) {
-    case RLOCK_OK: return 0;
+    case RLOCK_OK:
+    case RLOCK_ENOTIFY: return 0; /* released; only the waiters untold */
     case RLOCK_EINVAL: return EXIT_USAGE;
     case RLOCK_ECONNECT:
     case RLOCK_ETIMEDOUT:

@@ -324,6 +324,39 @@ case_hung_server_is_unavailable() {
 
 # rlock-check, the checker as a program: a correct lock passes, no lock at
 # all is caught, and bad arguments are usage errors.
+# An ACL user without PUBLISH: a release that Redis carries out but whose
+# notification is refused is said on stderr, and is a success: run keeps
+# COMMAND's status, unlock --force exits 0; the waiter gets the lock by
+# its own timer.
+case_unnotified_release_is_said_and_succeeds() {
+    start_redis
+    rcli ACL SETUSER nopub on '>pw' '~*' '&*' +@all -publish -spublish >/dev/null
+    printf 'pw\n' > "$dir/pw"
+    local as_nopub=("$RLOCK" --user nopub --password-file "$dir/pw")
+    "${as_nopub[@]}" run -n held -- sh -c "sleep 1" 2>"$dir/run.err" &
+    local holder=$!
+    wait_for 5 is_held held || fail "the holder never held"
+    "$RLOCK" run -w 20s held -- true 2>"$dir/wait.err" &
+    local waiter=$!
+    wait_for 5 waiting held 1 || fail "the waiter never queued"
+    wait "$holder"; expect_code 0 $? "run whose release was not notified"
+    grep -q "not notified" "$dir/run.err" || fail "run said nothing: $(cat "$dir/run.err")"
+    wait "$waiter"; expect_code 0 $? "the waiter, woken by its timer"
+    # An operator's release: the same.
+    "$RLOCK" run -n held -- sleep 3 &
+    holder=$!
+    wait_for 5 is_held held || fail "no second holder"
+    "$RLOCK" run -w 20s held -- true 2>/dev/null &
+    waiter=$!
+    wait_for 5 waiting held 1 || fail "no second waiter"
+    "${as_nopub[@]}" unlock --force held >"$dir/out" 2>"$dir/err"
+    expect_code 0 $? "unlock --force whose notification was refused"
+    grep -q "removed the hold" "$dir/out" || fail "unlock said: $(cat "$dir/out")"
+    grep -q "not notified" "$dir/err" || fail "unlock --force said nothing: $(cat "$dir/err")"
+    wait "$waiter"; expect_code 0 $? "the second waiter"
+    wait "$holder"
+}
+
 case_checker_program_passes_and_fails() {
     start_redis
     local check=${RLOCK_CHECK_BIN:?set RLOCK_CHECK_BIN}
