@@ -45,8 +45,13 @@ long long server_info_field(redisContext *raw, const char *section,
                             const char *field);
 /* EVALSHA calls so far (INFO commandstats). */
 long long server_evalsha_calls(redisContext *raw);
-/* Microseconds Redis has spent running commands, INFO excluded, or -1. */
+/* Microseconds Redis has spent running commands, INFO excluded, or -1
+ * (a command run by a script is counted in the script and again alone). */
 long long server_command_usec(redisContext *raw);
+/* CPU time, user and system, of the server's main thread in microseconds
+ * (INFO cpu), or -1: everything Redis does for a request, reading it,
+ * running it and writing the reply. */
+long long server_cpu_usec(redisContext *raw);
 
 /* ---- reporting (report.c) --------------------------------------------- */
 

@@ -42,7 +42,8 @@ long long server_evalsha_calls(redisContext *raw)
 
 /* The sum of usec= over every command but INFO itself. Redis counts the
  * time a command (a whole script, for EVALSHA) runs, not reading the
- * request or writing the reply. */
+ * request or writing the reply; and a command a script runs is counted
+ * twice, in the script's time and again under its own name. */
 long long server_command_usec(redisContext *raw)
 {
     redisReply *r = redisCommand(raw, "INFO commandstats");
@@ -63,4 +64,35 @@ long long server_command_usec(redisContext *raw)
     }
     freeReplyObject(r);
     return total;
+}
+
+/* A number after "\nfield:" in an INFO reply, or -1 if absent. */
+static double info_double(const char *text, const char *field)
+{
+    char key[80];
+    const char *p;
+
+    snprintf(key, sizeof key, "\n%s:", field);
+    p = strstr(text, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+long long server_cpu_usec(redisContext *raw)
+{
+    redisReply *r = redisCommand(raw, "INFO cpu");
+    double user = -1, sys = -1;
+
+    if (r && r->type == REDIS_REPLY_STRING) {
+        /* The main thread's: Redis's I/O threads and background saves are
+         * not in it (Redis 6.2 and later; the process's before). */
+        user = info_double(r->str, "used_cpu_user_main_thread");
+        sys = info_double(r->str, "used_cpu_sys_main_thread");
+        if (user < 0 || sys < 0) {
+            user = info_double(r->str, "used_cpu_user");
+            sys = info_double(r->str, "used_cpu_sys");
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    return user < 0 || sys < 0 ? -1 : (long long)((user + sys) * 1e6 + 0.5);
 }

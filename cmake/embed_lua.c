@@ -13,7 +13,6 @@
  * first word dropped for the native layout ("native_acquire" is
  * "acquire") and '_' as a space ("token_acquire" is "token acquire").
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,24 +91,17 @@ static void sha1_hex(const char *p, size_t n, char out[41])
         sprintf(out + 2 * i, "%02x", md[i]);
 }
 
-static void c_string(FILE *o, const char *s, size_t n)
+/* The body as a char array of numbers, NUL-terminated: a string literal
+ * that long is more than ISO C requires compilers to take (4095). */
+static void c_array(FILE *o, const char *s, size_t n)
 {
     size_t i;
 
-    fputs("    \"", o);
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '\n') {
-            fputs(i + 1 < n ? "\\n\"\n    \"" : "\\n", o);
-        } else if (ch == '\\' || ch == '"') {
-            fprintf(o, "\\%c", ch);
-        } else if (isprint(ch)) {
-            fputc(ch, o);
-        } else {
-            fprintf(o, "\\%03o", ch);
-        }
-    }
-    fputs("\"", o);
+    fputs("{", o);
+    for (i = 0; i < n; i++)
+        fprintf(o, "%s%u,", i % 16 == 0 ? "\n    " : " ",
+                (unsigned)(unsigned char)s[i]);
+    fputs("\n    0}", o);
 }
 
 int main(int argc, char **argv)
@@ -143,8 +135,8 @@ int main(int argc, char **argv)
         for (k = 0; label[k]; k++)
             if (label[k] == '_')
                 label[k] = ' ';
-        fprintf(o, "static const char body_%s[] =\n", name);
-        c_string(o, b.p, b.len);
+        fprintf(o, "static const char body_%s[] = ", name);
+        c_array(o, b.p, b.len);
         fprintf(o,
                 ";\nconst rlock__script rlock__lua_%s = {\"%s\", body_%s, "
                 "%zu, \"%s\"};\n\n",

@@ -77,8 +77,18 @@ static void check_acquire(const redisReply *r)
 
     if (rlock__parse_acquire(r, &a) != RLOCK_OK)
         return;
-    FUZZ_CHECK(a.status >= -1 && a.status <= 1);
-    if (a.status == 1) {
+    FUZZ_CHECK((a.status >= -1 && a.status <= 1) ||
+               a.status == RLOCK__ACQ_AGAIN);
+    FUZZ_CHECK(!a.plain || (a.status == 1 && r->type == REDIS_REPLY_INTEGER));
+    if (a.status == RLOCK__ACQ_AGAIN) {
+        /* A fast form's "ask the full script": the integer 0 alone. */
+        FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    } else if (a.status == 1 && r->type == REDIS_REPLY_INTEGER) {
+        /* The short answer: an exact token, count 1. */
+        FUZZ_CHECK(a.count == 1 && a.token >= 1 &&
+                   a.token <= RLOCK__TOKEN_MAX &&
+                   (long long)a.token == r->integer);
+    } else if (a.status == 1) {
         FUZZ_CHECK(a.count >= 1);
         FUZZ_CHECK(a.token >= 1);
         FUZZ_CHECK(canonical_u64(r->element[1], a.token));
@@ -97,7 +107,9 @@ static void check_counts(const redisReply *r)
     if (rlock__parse_release(r, &rel) == RLOCK_OK) {
         FUZZ_CHECK(memchr(rel.unnotified, '\0', sizeof rel.unnotified));
         if (r->type == REDIS_REPLY_INTEGER)
-            FUZZ_CHECK(rel.remaining == r->integer && !rel.unnotified[0]);
+            FUZZ_CHECK(rel.remaining == r->integer &&
+                       rel.remaining >= RLOCK__RELEASE_AGAIN &&
+                       !rel.unnotified[0]);
         else /* released, the waiters not told: why, printable */
             FUZZ_CHECK(r->type == REDIS_REPLY_ARRAY && rel.remaining == 0 &&
                        rel.unnotified[0] &&

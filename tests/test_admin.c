@@ -22,7 +22,7 @@ TEST(status_force_unlock_ping_and_cancel)
     rt_locker w;
     rlock_server_info info;
     rlock_status st;
-    redisReply *r;
+    char owner[160];
 
     CHECK_RC(rlock_mutex_status(ma, &st), RLOCK_OK);
     CHECK(!st.held && st.count == 0 && st.lease_ms == -1 && st.token == 0);
@@ -32,9 +32,9 @@ TEST(status_force_unlock_ping_and_cancel)
     rt_locker_start(&w, mb, 0);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:admin}:queue") == 1, 5000);
     CHECK_RC(rlock_mutex_status(mb, &st), RLOCK_OK);
-    r = rt_cmd(s, "HGET {rlock:admin} owner");
-    CHECK(st.held && strcmp(st.holder, r->str) == 0);
-    freeReplyObject(r);
+    CHECK(st.held &&
+          strcmp(st.holder, rt_lock_field(s, "admin", RT_OWNER, owner,
+                                          sizeof owner)) == 0);
     CHECK_INT(st.count, ==, 2);
     CHECK_INT(st.lease_ms, >, 25000);
     CHECK(st.token == rlock_mutex_token(ma) && st.last_token == st.token);
@@ -157,7 +157,9 @@ TEST(operators_refuse_keys_that_are_not_locks)
         snprintf(key, sizeof key, "%sstr%s", pre, post);
         rt_cmd_ok(s, "SET %s %s", key, "hello world");
         refused(s, c, "str", l, key,
-                l == RLOCK_LAYOUT_TOKEN ? "no lock token" : "string");
+                l == RLOCK_LAYOUT_TOKEN    ? "no lock token"
+                : l == RLOCK_LAYOUT_NATIVE ? "no rlock lock"
+                                           : "string");
         snprintf(key, sizeof key, "%shash%s", pre, post);
         rt_cmd_ok(s, "HSET %s %s %s", key, "name", "Ada");
         refused(s, c, "hash", l, key, "hash");
@@ -167,12 +169,12 @@ TEST(operators_refuse_keys_that_are_not_locks)
         rt_cmd_ok(s, "FLUSHALL");
     }
 
-    /* Native: a hash with a field no lock has, or no expiry; a queue key
+    /* Native: a value with a field too many, or no expiry; a queue key
      * of the wrong type. */
-    rt_cmd_ok(s, "HSET {rlock:f} owner x count 1 colour red");
+    rt_cmd_ok(s, "SET {rlock:f} %s", "x 5 1 1 0 red");
     rt_cmd_ok(s, "PEXPIRE {rlock:f} 60000");
-    refused(s, c, "f", RLOCK_LAYOUT_NATIVE, "{rlock:f}", "fields no rlock");
-    rt_cmd_ok(s, "HSET {rlock:e} owner x count 1 token 5");
+    refused(s, c, "f", RLOCK_LAYOUT_NATIVE, "{rlock:f}", "no rlock lock");
+    rt_cmd_ok(s, "SET {rlock:e} %s", "x 5 1 1 0");
     refused(s, c, "e", RLOCK_LAYOUT_NATIVE, "{rlock:e}", "no expiry");
     rt_cmd_ok(s, "SET {rlock:q}:queue x");
     refused(s, c, "q", RLOCK_LAYOUT_NATIVE, "{rlock:q}:queue", "queue key");

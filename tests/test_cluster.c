@@ -261,6 +261,9 @@ TEST(cluster_slot_migration_is_followed)
     m = rt_mutex(c, "mig", NULL);
     mo = rt_mutex(other, "mig", NULL);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    /* Held twice: the first unlock below is a five-key request (a count
+     * to set), the last a one-key one (the fast form). */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     t1 = rlock_mutex_token(m);
     src = owner_of("{rlock:mig}");
     dst = (src + 1) % NODES;
@@ -294,6 +297,8 @@ TEST(cluster_slot_migration_is_followed)
     t0 = rt_now_ms();
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     CHECK_INT(rt_now_ms() - t0, >=, 250);
+    CHECK_INT(rt_cmd_int(nodes[dst], "EXISTS {rlock:mig}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     CHECK_INT(rt_cmd_int(nodes[dst], "EXISTS {rlock:mig}"), ==, 0);
     pthread_join(th, NULL);
     CHECK_RC(rlock_mutex_trylock(mo), RLOCK_OK);

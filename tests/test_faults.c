@@ -183,24 +183,16 @@ struct stop_ctx {
     int new_holder_untouched;
 };
 
+/* The lock's value: owner, token, nonce, count (docs/protocol.md). */
 static redisReply *lock_hash(rt_server *s, const char *name)
 {
-    return rt_cmd(s, "HMGET {rlock:%s} owner token count", name);
+    return rt_cmd(s, "GET {rlock:%s}", name);
 }
 
 static int same_hash(const redisReply *a, const redisReply *b)
 {
-    size_t i;
-
-    if (a->elements != b->elements)
-        return 0;
-    for (i = 0; i < a->elements; i++) {
-        const redisReply *x = a->element[i], *y = b->element[i];
-        if (x->type != y->type || x->type != REDIS_REPLY_STRING ||
-            x->len != y->len || memcmp(x->str, y->str, (size_t)x->len) != 0)
-            return 0;
-    }
-    return 1;
+    return a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING &&
+           a->len == b->len && memcmp(a->str, b->str, (size_t)a->len) == 0;
 }
 
 static void stop_a_holder(rt_check *chk, void *arg)

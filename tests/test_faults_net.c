@@ -64,25 +64,17 @@ static uint64_t last_token(rt_server *s, const char *name)
     return token;
 }
 
-/* The lock hash's fields and remaining lease, as "owner count token
- * attempt", into buf. */
+/* The lock's value ("owner token nonce count w") and remaining lease,
+ * into buf. */
 static void lock_hash(rt_server *s, const char *name, char *buf, size_t len,
                       long long *pttl)
 {
-    redisReply *r =
-        rt_cmd(s, "HMGET {rlock:%s} owner count token attempt", name);
-    size_t i, used = 0;
+    redisReply *r = rt_cmd(s, "GET {rlock:%s}", name);
 
-    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 4);
-    buf[0] = '\0';
-    for (i = 0; i < 4; i++) {
-        if (r->element[i]->type != REDIS_REPLY_STRING)
-            rt_fail(__FILE__, __LINE__, "{rlock:%s} is gone or incomplete",
-                    name);
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "",
-                                 r->element[i]->str);
-        CHECK(used < len);
-    }
+    if (r->type != REDIS_REPLY_STRING)
+        rt_fail(__FILE__, __LINE__, "{rlock:%s} is gone", name);
+    CHECK((size_t)r->len < len);
+    snprintf(buf, len, "%s", r->str);
     freeReplyObject(r);
     *pttl = rt_cmd_int(s, "PTTL {rlock:%s}", name);
 }
@@ -323,7 +315,7 @@ static void late_call_while_b_holds(rt_server *s, rt_proxy *p, rlock_mutex *mb,
     rlock_mutex *ma = fixed_lease(a, name, 2000);
     char before[256], after[256];
     long long pttl_before, pttl_after;
-    redisReply *token;
+    char tok[32];
     actor act;
     int rc;
 
@@ -351,10 +343,8 @@ static void late_call_while_b_holds(rt_server *s, rt_proxy *p, rlock_mutex *mb,
     CHECK(strcmp(before, after) == 0);
     CHECK_INT(pttl_after, >, 0);
     CHECK_INT(pttl_after, <=, pttl_before);
-    token = rt_cmd(s, "HGET {rlock:%s} token", name);
-    CHECK(token->type == REDIS_REPLY_STRING);
-    CHECK(strtoull(token->str, NULL, 10) == rlock_mutex_token(mb));
-    freeReplyObject(token);
+    CHECK(strtoull(rt_lock_field(s, name, RT_TOKEN, tok, sizeof tok), NULL,
+                   10) == rlock_mutex_token(mb));
     CHECK_RC(rc, RLOCK_ELOST);
     /* A has forgotten its hold. */
     CHECK_RC(actor_call(&act, op_unlock, 0), RLOCK_ENOTOWNER);

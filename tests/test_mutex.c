@@ -49,16 +49,16 @@ TEST(reentry_counts_holds_and_releases_at_zero)
     CHECK(token > 0);
     for (i = 2; i <= 10; i++) {
         CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
-        CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, i);
+        CHECK_INT(rt_lock_count(s, "deep"), ==, i);
         CHECK(rlock_mutex_token(m) == token); /* a re-entry keeps the token */
     }
     /* Another handle on the same name, same thread: the same owner. */
     CHECK_RC(rlock_mutex_trylock(same_name), RLOCK_OK);
-    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, 11);
+    CHECK_INT(rt_lock_count(s, "deep"), ==, 11);
     CHECK_RC(rlock_mutex_unlock(same_name), RLOCK_OK);
     for (i = 9; i >= 1; i--) {
         CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
-        CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:deep} count 0"), ==, i);
+        CHECK_INT(rt_lock_count(s, "deep"), ==, i);
         CHECK_RC(rlock_mutex_trylock(mo), RLOCK_EBUSY);
     }
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
@@ -105,7 +105,7 @@ TEST(threads_of_one_client_are_different_owners)
     CHECK_RC(t.unlock_rc, RLOCK_ENOTOWNER);
     CHECK(t.token == 0);
     CHECK_RC(t.trylock_rc, RLOCK_EBUSY);
-    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:per-thread} count 0"), ==, 1);
+    CHECK_INT(rt_lock_count(s, "per-thread"), ==, 1);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     rlock_mutex_free(m);
     rlock_client_close(c);
@@ -126,11 +126,13 @@ TEST(non_owner_release_and_extend_never_touch_the_owners_lock)
     ma = rt_mutex(a, "mine", &o);
     mb = rt_mutex(b, "mine", NULL);
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
-    before = rt_cmd(s, "HGETALL {rlock:mine}");
+    before = rt_cmd(s, "GET {rlock:mine}");
     CHECK_RC(rlock_mutex_unlock(mb), RLOCK_ENOTOWNER);
     CHECK_RC(rlock_mutex_extend(mb, 60000), RLOCK_ENOTOWNER);
-    after = rt_cmd(s, "HGETALL {rlock:mine}");
-    CHECK(before->elements == after->elements && before->elements == 8);
+    after = rt_cmd(s, "GET {rlock:mine}");
+    CHECK(before->type == REDIS_REPLY_STRING &&
+          after->type == REDIS_REPLY_STRING &&
+          strcmp(before->str, after->str) == 0);
     freeReplyObject(before);
     freeReplyObject(after);
 
@@ -142,7 +144,7 @@ TEST(non_owner_release_and_extend_never_touch_the_owners_lock)
     CHECK_RC(rlock_mutex_extend(ma, 60000), RLOCK_ELOST);
     CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ENOTOWNER); /* forgotten */
     CHECK_INT(rt_cmd_int(s, "PTTL {rlock:mine}"), <=, 30000);
-    CHECK_INT(rt_cmd_int(s, "HINCRBY {rlock:mine} count 0"), ==, 1);
+    CHECK_INT(rt_lock_count(s, "mine"), ==, 1);
     CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
     rlock_mutex_free(ma);
     rlock_mutex_free(mb);
@@ -433,15 +435,14 @@ TEST(forked_child_never_shares_the_parents_identity)
     rt_server *s = rt_server_start(NULL);
     rlock_client *c = rt_client(rt_server_url(s), NULL);
     struct fork_ctx f;
-    redisReply *r;
+    char owner[128];
     pid_t pid;
 
     f.m = rt_mutex(c, "forked", NULL);
     CHECK_RC(rlock_mutex_lock(f.m), RLOCK_OK);
-    r = rt_cmd(s, "HGET {rlock:forked} owner");
-    CHECK(r->type == REDIS_REPLY_STRING);
-    snprintf(f.parent_owner, sizeof f.parent_owner, "%s", r->str);
-    freeReplyObject(r);
+    rt_lock_field(s, "forked", RT_OWNER, f.parent_owner,
+                  sizeof f.parent_owner);
+    CHECK(f.parent_owner[0] != '\0');
     pid = rt_fork(child_after_fork, &f);
     /* Wait until the child is queued behind us, then let go. */
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:forked}:queue") == 1, 5000);
@@ -449,9 +450,8 @@ TEST(forked_child_never_shares_the_parents_identity)
     CHECK_INT(rt_wait(pid), ==, 0);
     /* The parent still works and is still itself. */
     CHECK_RC(rlock_mutex_lock(f.m), RLOCK_OK);
-    r = rt_cmd(s, "HGET {rlock:forked} owner");
-    CHECK(strcmp(r->str, f.parent_owner) == 0);
-    freeReplyObject(r);
+    CHECK(strcmp(rt_lock_field(s, "forked", RT_OWNER, owner, sizeof owner),
+                 f.parent_owner) == 0);
     CHECK_RC(rlock_mutex_unlock(f.m), RLOCK_OK);
     rlock_mutex_free(f.m);
     rlock_client_close(c);
@@ -464,21 +464,19 @@ TEST(owner_ids_are_long_and_random)
     rlock_client *a = rt_client(rt_server_url(s), NULL);
     rlock_client *b = rt_client(rt_server_url(s), NULL);
     rlock_mutex *ma = rt_mutex(a, "ida", NULL), *mb = rt_mutex(b, "idb", NULL);
-    redisReply *ra, *rb;
+    char ra[160], rb[160];
     const char *colon;
 
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
-    ra = rt_cmd(s, "HGET {rlock:ida} owner");
-    rb = rt_cmd(s, "HGET {rlock:idb} owner");
+    rt_lock_field(s, "ida", RT_OWNER, ra, sizeof ra);
+    rt_lock_field(s, "idb", RT_OWNER, rb, sizeof rb);
     /* "<128 bits in hex>@<host>/<pid>:<thread>" */
-    colon = strchr(ra->str, ':');
+    colon = strchr(ra, ':');
     CHECK(colon != NULL);
-    CHECK_INT(strspn(ra->str, "0123456789abcdef"), ==, 32);
-    CHECK(ra->str[32] == '@');
-    CHECK(strncmp(ra->str, rb->str, 32) != 0);
-    freeReplyObject(ra);
-    freeReplyObject(rb);
+    CHECK_INT(strspn(ra, "0123456789abcdef"), ==, 32);
+    CHECK(ra[32] == '@');
+    CHECK(strncmp(ra, rb, 32) != 0);
     rlock_mutex_free(ma);
     rlock_mutex_free(mb);
     rlock_client_close(a);

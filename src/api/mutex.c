@@ -108,6 +108,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
         return NULL;
     }
     m->c = c;
+    m->calm = 1; /* until a fast form finds otherwise */
     m->opts = *opts;
     m->layout = rlock__layout_of(opts->layout);
     m->lease_ms =

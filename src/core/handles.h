@@ -97,6 +97,11 @@ struct rlock_mutex {
     int subscribed;   /* holds a reference on its channel's subscription */
     unsigned sub_gen; /* the client's fork generation when it did */
     struct rlock__hold *holds; /* taken through this handle (mu held) */
+    /* Nobody contended the name at the last look: acquisitions and last
+     * releases go in the layout's fast form (RLOCK__LAY_FAST). A hint,
+     * read and written with relaxed atomics: a wrong guess costs a round
+     * trip or a little Redis time, never correctness. */
+    int calm;
 };
 
 #endif

@@ -64,6 +64,21 @@ int rlock__parse_acquire(const redisReply *r, rlock__acquired *a)
     const redisReply *e;
 
     memset(a, 0, sizeof *a);
+    /* A fresh acquisition's short answer: the token alone (count 1); or
+     * a fast form's 0. */
+    if (is_int(r)) {
+        if (r->integer == 0) {
+            a->status = RLOCK__ACQ_AGAIN;
+            return RLOCK_OK;
+        }
+        if (r->integer < 1 || (uint64_t)r->integer > RLOCK__TOKEN_MAX)
+            return RLOCK_EPROTO;
+        a->status = 1;
+        a->plain = 1;
+        a->token = (uint64_t)r->integer;
+        a->count = 1;
+        return RLOCK_OK;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         !is_int(r->element[0]))
         return RLOCK_EPROTO;
@@ -110,6 +125,8 @@ int rlock__parse_release(const redisReply *r, rlock__released *out)
 {
     out->unnotified[0] = '\0';
     if (is_int(r)) {
+        if (r->integer < RLOCK__RELEASE_AGAIN)
+            return RLOCK_EPROTO;
         out->remaining = r->integer;
         return RLOCK_OK;
     }

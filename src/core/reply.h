@@ -22,9 +22,19 @@
 
 /* ---- the scripts' replies ---------------------------------------------- */
 
-/* The acquire script's answer: {1, token, count}, {0, hint_ms} or {-1}. */
+/* The largest token a script's integer answer may carry: 2^53, above
+ * which a Lua number is no longer exact. */
+#define RLOCK__TOKEN_MAX (UINT64_C(1) << 53)
+
+/* The acquire script's answer: {1, token, count}, {0, hint_ms}, {-1}, or
+ * the token alone (an integer: a fresh acquisition of a free lock nobody
+ * waited for, count 1); 0 from a fast form: nothing done, ask the full
+ * script. */
+#define RLOCK__ACQ_AGAIN 2
 typedef struct rlock__acquired {
-    int status;      /* 1 held, 0 busy, -1 a re-entry found the hold gone */
+    int status;      /* 1 held, 0 busy, -1 a re-entry found the hold gone,
+                        RLOCK__ACQ_AGAIN */
+    int plain;       /* status 1 from the token alone */
     uint64_t token;  /* status 1: the fencing token, >= 1 */
     int64_t count;   /* status 1: the hold count, >= 1 */
     int64_t hint_ms; /* status 0: how long the holder's lease lasts at
@@ -34,8 +44,11 @@ typedef struct rlock__acquired {
 int rlock__parse_acquire(const redisReply *r, rlock__acquired *out);
 
 /* The release script's answer: the count left (0: released), or -1 if the
- * hold was not there; or {0, error}: released, but the waiters could not
- * be told (a refused PUBLISH), error saying why. */
+ * hold was not there, or RLOCK__RELEASE_AGAIN from a fast form (nothing
+ * done: waiters may be queued, ask the full script); or {0, error}:
+ * released, but the waiters could not be told (a refused PUBLISH), error
+ * saying why. */
+#define RLOCK__RELEASE_AGAIN (-2)
 typedef struct rlock__released {
     int64_t remaining;
     char unnotified[200]; /* printable ASCII; "" if they were told */

@@ -126,7 +126,7 @@ static char *store(rlock__req *r, size_t len)
     return k->data + k->used - len;
 }
 
-static void arg_copy(rlock__req *r, const char *s, size_t len)
+void rlock__req_argcopy(rlock__req *r, const char *s, size_t len)
 {
     char *p = store(r, len);
 
@@ -140,14 +140,14 @@ void rlock__req_argu(rlock__req *r, uint64_t v)
 {
     char buf[24];
 
-    arg_copy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRIu64, v));
+    rlock__req_argcopy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRIu64, v));
 }
 
 void rlock__req_argi(rlock__req *r, int64_t v)
 {
     char buf[24];
 
-    arg_copy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRId64, v));
+    rlock__req_argcopy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRId64, v));
 }
 
 int rlock__req_finish(rlock__req *r)

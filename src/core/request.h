@@ -67,6 +67,8 @@ void rlock__req_arg(rlock__req *r, const char *p, size_t len);
 void rlock__req_args(rlock__req *r, const char *s); /* NUL-terminated */
 void rlock__req_argu(rlock__req *r, uint64_t v);
 void rlock__req_argi(rlock__req *r, int64_t v);
+/* An argument of len bytes at p, copied into the request. */
+void rlock__req_argcopy(rlock__req *r, const char *p, size_t len);
 /* Before sending: the argv ready (nkeys filled), RLOCK_OK or
  * RLOCK_ENOMEM. */
 int rlock__req_finish(rlock__req *r);

@@ -40,13 +40,15 @@ typedef struct tally {
     int got[RLOCK__NODES_MAX]; /* the node holds it for us */
     uint64_t tok[RLOCK__NODES_MAX];
     int held, busy, gone, unknown;
+    int again; /* a fast form asked for the full one */
+    int plain; /* a holding node found the lock free, nobody queued */
     uint64_t token; /* the largest of the holding nodes' */
     int64_t count;  /* the count a holding node reported */
     int64_t hint;   /* the longest lease left of a busy node's holder */
 } tally;
 
-static void tally_answers(const rlock_mutex *m, char mode, const char *script,
-                          rlock__results *res, tally *t)
+static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
+                          const char *script, rlock__results *res, tally *t)
 {
     int i;
 
@@ -61,17 +63,21 @@ static void tally_answers(const rlock_mutex *m, char mode, const char *script,
             continue;
         }
         /* A fresh attempt cannot find a hold gone: that answer is for a
-         * re-entry. */
+         * re-entry; only a fast form asks for the full one. */
         if (m->layout->decode_acquire(r->reply, &a) != RLOCK_OK ||
-            (a.status < 0 && mode != 'r')) {
+            (a.status < 0 && q->mode != 'r') ||
+            (a.status == RLOCK__ACQ_AGAIN && !q->fast)) {
             /* The script ran; what it did is not known. */
             r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
                                    "unexpected reply to the %s script", script);
             t->unknown++;
             continue;
         }
-        if (a.status > 0) {
+        if (a.status == RLOCK__ACQ_AGAIN) {
+            t->again++;
+        } else if (a.status > 0) {
             t->got[i] = 1;
+            t->plain += a.plain;
             t->tok[i] = a.token;
             t->held++;
             t->count = a.count;
@@ -188,14 +194,30 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
     a.nonce = *nonce_io;
     a.waiter_ttl_ms = c->opts.waiter_ttl_ms;
     a.who = c->who + 1; /* "host/pid" */
-    lay->acquire(m, &a, &req);
-
-    t0 = rlock__now_ns();
-    if ((rc = rlock__send(call, m, &req, 0, &res)) != RLOCK_OK) {
+    /* The fast form while the name is calm: one server, a fresh attempt.
+     * If it cannot decide (the lock busy, waiters, a counter to seed), it
+     * did nothing and the full form follows in the same call. */
+    a.fast = fresh && (lay->flags & RLOCK__LAY_FAST) &&
+             (c->backend->flags & RLOCK__BK_ONE_COPY) &&
+             __atomic_load_n(&m->calm, __ATOMIC_RELAXED);
+    for (;;) {
+        lay->acquire(m, &a, &req);
+        t0 = rlock__now_ns();
+        if ((rc = rlock__send(call, m, &req, 0, &res)) != RLOCK_OK) {
+            rlock__req_free(&req);
+            return rc;
+        }
+        tally_answers(m, &a, req.script->name, &res, &t);
+        if (!a.fast || !t.again)
+            break;
+        __atomic_store_n(&m->calm, 0, __ATOMIC_RELAXED);
+        rlock__results_free(&res);
         rlock__req_free(&req);
-        return rc;
+        a.fast = 0;
     }
-    tally_answers(m, mode, req.script->name, &res, &t);
+    /* The full form found the lock free with nobody queued: calm again. */
+    if (!a.fast && fresh && t.plain && (lay->flags & RLOCK__LAY_FAST))
+        __atomic_store_n(&m->calm, 1, __ATOMIC_RELAXED);
     if (!fresh) {
         /* A re-entry on one server (the counts are Redis's). It needs no
          * undo: counts are set, not added, so the owner's next request

@@ -93,7 +93,7 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     rlock__hold *h;
     uint64_t token = 0;
     int64_t count = 0, remaining = 0;
-    int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0;
+    int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0, fast;
     char unnotified[200] = "";
 
     if ((rc = own_hold(call, m, owner, &token, &count, &unknown, 0)) !=
@@ -106,31 +106,52 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
         pthread_mutex_unlock(&c->mu);
         return RLOCK_OK;
     }
-    m->layout->release(m, who, m->layout->owner(c, owner.no, who), token, count,
-                       &req);
-    rc = rlock__send(call, m, &req, 0, &res);
-    for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
-        rlock__result *r = &res.r[i];
-        rlock__released out;
-        if (r->rc != RLOCK_OK) {
-            unsure += rlock__result_unknown(r);
-            continue;
+    /* The last level of a calm name goes in the fast form; if waiters
+     * may be queued behind it, that did nothing, and the full form, which
+     * hands the lock over, follows in the same call. */
+    fast = count == 1 && (m->layout->flags & RLOCK__LAY_FAST) &&
+           (c->backend->flags & RLOCK__BK_ONE_COPY) &&
+           __atomic_load_n(&m->calm, __ATOMIC_RELAXED);
+    for (;;) {
+        int again = 0;
+
+        m->layout->release(m, who, m->layout->owner(c, owner.no, who), token,
+                           count, fast, &req);
+        rc = rlock__send(call, m, &req, 0, &res);
+        for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
+            rlock__result *r = &res.r[i];
+            rlock__released out;
+            if (r->rc != RLOCK_OK) {
+                unsure += rlock__result_unknown(r);
+                continue;
+            }
+            if (m->layout->decode_release(r->reply, &out) != RLOCK_OK ||
+                (out.remaining == RLOCK__RELEASE_AGAIN && !fast)) {
+                r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
+                                       "unexpected reply to the %s script",
+                                       req.script->name);
+                unsure++;
+                continue;
+            }
+            if (out.remaining == RLOCK__RELEASE_AGAIN) {
+                again++;
+                continue;
+            }
+            if (out.remaining < 0) {
+                gone++;
+                continue;
+            }
+            released++;
+            remaining = out.remaining;
+            if (out.unnotified[0] && !unnotified[0])
+                snprintf(unnotified, sizeof unnotified, "%s", out.unnotified);
         }
-        if (m->layout->decode_release(r->reply, &out) != RLOCK_OK) {
-            r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
-                                   "unexpected reply to the %s script",
-                                   req.script->name);
-            unsure++;
-            continue;
-        }
-        if (out.remaining < 0) {
-            gone++;
-            continue;
-        }
-        released++;
-        remaining = out.remaining;
-        if (out.unnotified[0] && !unnotified[0])
-            snprintf(unnotified, sizeof unnotified, "%s", out.unnotified);
+        if (rc != RLOCK_OK || !again)
+            break;
+        __atomic_store_n(&m->calm, 0, __ATOMIC_RELAXED);
+        rlock__results_free(&res);
+        rlock__req_free(&req);
+        fast = 0;
     }
     if (rc == RLOCK_OK && gone > c->nnodes - c->quorum) {
         /* Redis no longer has this hold. If an earlier try of this last

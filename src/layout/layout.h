@@ -2,7 +2,7 @@
 /*
  * Layouts: how a lock is kept in Redis. Each fills one table:
  *
- *   native.c    rlock's own: a hash with owner, count and token, a FIFO
+ *   native.c    rlock's own: a string with owner, token, count, a FIFO
  *               queue, hand-over by a message to the next waiter
  *   token.c     the "SET key token NX PX" string of redis-py, node-redlock
  *               and redsync
@@ -40,6 +40,7 @@ typedef struct rlock__acq {
     uint64_t token; /* 'r': the token held */
     int64_t waiter_ttl_ms;
     const char *who; /* the holder's "host/pid", for operators */
+    int fast;        /* the fast form (RLOCK__LAY_FAST; 't' and 'w') */
 } rlock__acq;
 
 /* Re-entry is counted in Redis (the layout's scripts take and return the
@@ -52,6 +53,12 @@ typedef struct rlock__acq {
 /* Can be held over a quorum of independent copies (Redlock): its scripts
  * need no queue or channel, and it can retoken. */
 #define RLOCK__LAY_COPIES 4u
+/* Its acquire and last-level release have a fast form (rlock__acq.fast,
+ * release's fast) for a name nobody contends: fewer keys and arguments,
+ * each of which costs Redis time. A fast form may answer "again"
+ * (RLOCK__ACQ_AGAIN, RLOCK__RELEASE_AGAIN): nothing was done, and the
+ * full form must be sent. */
+#define RLOCK__LAY_FAST 8u
 
 typedef struct rlock__layout {
     const char *name; /* "native", "token", "Redisson" */
@@ -71,7 +78,7 @@ typedef struct rlock__layout {
     /* The requests. Strings given are borrowed by the request. */
     void (*acquire)(const rlock_mutex *m, const rlock__acq *a, rlock__req *r);
     void (*release)(const rlock_mutex *m, const char *owner, size_t len,
-                    uint64_t token, int64_t count, rlock__req *r);
+                    uint64_t token, int64_t count, int fast, rlock__req *r);
     void (*extend)(const rlock_mutex *m, const char *owner, size_t len,
                    uint64_t token, int64_t lease_ms, rlock__req *r);
     /* Undoes acquisition nonce (0: only the owner's place in the queue). */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock's own layout (RLOCK_LAYOUT_NATIVE, docs/protocol.md): the lock is
- * a hash {owner, count, token, attempt} under "{prefix:name}", beside a
+ * a string "<owner> <token> <nonce> <count> <w>" under "{prefix:name}"
+ * (one key read or written whole: the uncontended acquisition and release
+ * are three and two commands), beside a
  * fencing counter and a FIFO queue of waiters (a list, the deadlines of
  * their places, and what each asked for). A release hands the lock to the
  * first live waiter and tells that waiter's client on its own channel,
@@ -13,6 +15,8 @@
  * (Redlock): its acquire script takes a plain attempt, and its tokens can
  * be agreed over the nodes afterwards (retoken).
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,57 +46,66 @@ static size_t owner(const rlock_client *c, uint64_t no,
     return rlock__owner_plain(c->id, c->who, no, buf);
 }
 
-static void all_keys(const rlock_mutex *m, rlock__req *r)
+/* The first n keys: lock, fence, queue, qttl, qinfo. */
+static void keys(const rlock_mutex *m, int n, rlock__req *r)
 {
     int i;
 
-    for (i = 0; i < m->nkeys; i++)
+    for (i = 0; i < n; i++)
         rlock__req_key(r, m->keys[i], m->key_lens[i]);
 }
 
-/* ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce, count,
- * token. */
+/* Fast form: KEYS lock, fence, queue; ARGV owner, lease_ms, nonce. Full:
+ * the five keys; ARGV owner, lease_ms, nonce, mode, waiter_ttl_ms, and
+ * for a re-entry count and token. */
 static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 {
-    rlock__req_init(r, &rlock__lua_native_acquire);
-    all_keys(m, r);
+    rlock__req_init(r, a->fast ? &rlock__lua_native_acquire_fast
+                               : &rlock__lua_native_acquire);
+    keys(m, a->fast ? 3 : 5, r);
     rlock__req_arg(r, a->owner, a->owner_len);
     rlock__req_argi(r, a->lease_ms);
+    rlock__req_argu(r, a->nonce);
+    if (a->fast)
+        return;
     rlock__req_arg(r, &a->mode, 1);
     rlock__req_argi(r, a->waiter_ttl_ms);
-    rlock__req_arg(r, m->channel, m->channel_len);
-    rlock__req_argu(r, a->nonce);
-    rlock__req_argi(r, a->count);
-    rlock__req_argu(r, a->token);
+    if (a->mode == 'r') {
+        rlock__req_argi(r, a->count);
+        rlock__req_argu(r, a->token);
+    }
 }
 
-/* ARGV: owner, token, channel, count. */
+/* Fast form (the last level): KEYS lock; ARGV "<owner> <token> " (how
+ * the hold's value starts). Full: the five keys; ARGV that, count. */
 static void release(const rlock_mutex *m, const char *o, size_t len,
-                    uint64_t token, int64_t count, rlock__req *r)
+                    uint64_t token, int64_t count, int fast, rlock__req *r)
 {
-    rlock__req_init(r, &rlock__lua_native_release);
-    all_keys(m, r);
-    rlock__req_arg(r, o, len);
-    rlock__req_argu(r, token);
-    rlock__req_arg(r, m->channel, m->channel_len);
-    rlock__req_argi(r, count);
+    char start[RLOCK__OWNER_MAX + 24];
+    int n = snprintf(start, sizeof start, "%.*s %" PRIu64 " ", (int)len, o,
+                     token);
+
+    rlock__req_init(r, fast ? &rlock__lua_native_release_fast
+                            : &rlock__lua_native_release);
+    keys(m, fast ? 1 : 5, r);
+    rlock__req_argcopy(r, start, (size_t)n);
+    if (!fast)
+        rlock__req_argi(r, count);
 }
 
-/* KEYS: lock. ARGV: owner, token, lease_ms. */
 static void extend(const rlock_mutex *m, const char *o, size_t len,
                    uint64_t token, int64_t lease_ms, rlock__req *r)
 {
     rlock__extend_req(&rlock__lua_native_extend, m, o, len, token, lease_ms, r);
 }
 
-/* ARGV: owner, channel, nonce. */
+/* ARGV: owner, nonce. */
 static void cancel(const rlock_mutex *m, const char *o, size_t len,
                    uint64_t nonce, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_cancel);
-    all_keys(m, r);
+    keys(m, 5, r);
     rlock__req_arg(r, o, len);
-    rlock__req_arg(r, m->channel, m->channel_len);
     rlock__req_argu(r, nonce);
 }
 
@@ -111,15 +124,13 @@ static void retoken(const rlock_mutex *m, const char *o, size_t len,
 static void status(const rlock_mutex *m, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_status);
-    all_keys(m, r);
+    keys(m, 5, r);
 }
 
-/* ARGV: channel. */
 static void force(const rlock_mutex *m, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_force);
-    all_keys(m, r);
-    rlock__req_arg(r, m->channel, m->channel_len);
+    keys(m, 5, r);
 }
 
 /* "<wake channel>:<client id>": this client's channel for m's lock. */
@@ -173,7 +184,9 @@ static void message(rlock_client *c, const rlock__pubsub *p)
 
 static const rlock__script *const scripts[] = {
     &rlock__lua_native_acquire,
+    &rlock__lua_native_acquire_fast,
     &rlock__lua_native_release,
+    &rlock__lua_native_release_fast,
     &rlock__lua_native_extend,
     &rlock__lua_native_renew,
     &rlock__lua_native_cancel,
@@ -186,7 +199,8 @@ static const rlock__script *const scripts[] = {
 const rlock__layout rlock__layout_native = {
     "native",
     RLOCK_LAYOUT_NATIVE,
-    RLOCK__LAY_COUNTS | RLOCK__LAY_QUEUE | RLOCK__LAY_COPIES,
+    RLOCK__LAY_COUNTS | RLOCK__LAY_QUEUE | RLOCK__LAY_COPIES |
+        RLOCK__LAY_FAST,
     1,
     names,
     owner,

@@ -10,7 +10,9 @@
 #include "core/request.h"
 
 extern const rlock__script rlock__lua_native_acquire;
+extern const rlock__script rlock__lua_native_acquire_fast;
 extern const rlock__script rlock__lua_native_release;
+extern const rlock__script rlock__lua_native_release_fast;
 extern const rlock__script rlock__lua_native_extend;
 extern const rlock__script rlock__lua_native_renew;
 extern const rlock__script rlock__lua_native_cancel;

@@ -58,9 +58,10 @@ static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 
 /* KEYS: lock. ARGV: owner, token. */
 static void release(const rlock_mutex *m, const char *o, size_t len,
-                    uint64_t token, int64_t count, rlock__req *r)
+                    uint64_t token, int64_t count, int fast, rlock__req *r)
 {
     (void)count;
+    (void)fast; /* no fast form */
     rlock__req_init(r, &rlock__lua_token_release);
     rlock__req_key(r, m->keys[0], m->key_lens[0]);
     rlock__req_arg(r, o, len);

@@ -61,6 +61,8 @@ struct rlock__conn {
     size_t expected; /* replies asked for, not complete yet */
     size_t discard;  /* of the next ones to complete, how many to drop */
     int sent;
+    int fd_blocks;       /* O_NONBLOCK cleared for the blocking driver */
+    int64_t rcvtimeo_ns; /* SO_RCVTIMEO as last set (0: never) */
     rlock__neterr err;
 };
 
@@ -225,12 +227,64 @@ static ssize_t plain_read(rlock__conn *c, void *buf, size_t len,
 {
     ssize_t n;
 
+    /* MSG_DONTWAIT: the descriptor may be in blocking mode (read_wait
+     * below); the state machine's own reads never wait. */
     do
-        n = recv(c->fd, buf, len, 0);
+        n = recv(c->fd, buf, len, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n >= 0)
         return n;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return RLOCK__IO_WANT_READ;
+    set_err(err, RLOCK_EIO, "read: %s", strerror(errno));
+    return RLOCK__IO_ERROR;
+}
+
+/*
+ * Why a wait of its own: on the machines measured (docs/performance.md), a
+ * thread asleep in recv(2) is woken by the reply sooner than one asleep in
+ * poll(2), which then still has to call recv: 10-25 us per acquire and
+ * release pair, most of the difference to a bare SET NX client. So the
+ * blocking driver, waiting on one plain connection, sleeps in recv with
+ * SO_RCVTIMEO. The kernel rounds a socket timeout up to its clock tick and
+ * may wake a tick late (10 ms at HZ=100): the timeout is set WAIT_MARGIN
+ * short of the deadline, and poll, which keeps to the millisecond, waits
+ * out the rest. A timeout that is still short enough and not too short is
+ * left as it is, so that calls with the same budget set it once.
+ */
+#define WAIT_MARGIN_NS INT64_C(20000000)
+#define WAIT_SLACK_NS INT64_C(10000000)
+
+static ssize_t plain_read_wait(rlock__conn *c, void *buf, size_t len,
+                               int64_t deadline_ns, rlock__neterr *err)
+{
+    int64_t room = deadline_ns - rlock__net_now_ns() - WAIT_MARGIN_NS;
+    ssize_t n;
+
+    if (room <= WAIT_SLACK_NS)
+        return RLOCK__IO_WANT_READ;
+    if (c->rcvtimeo_ns == 0 || c->rcvtimeo_ns > room ||
+        c->rcvtimeo_ns < room / 2) {
+        int64_t t = room - WAIT_SLACK_NS;
+        struct timeval tv;
+
+        tv.tv_sec = (time_t)(t / 1000000000);
+        tv.tv_usec = (suseconds_t)(t % 1000000000 / 1000);
+        if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+            return RLOCK__IO_WANT_READ;
+        c->rcvtimeo_ns = t;
+    }
+    if (!c->fd_blocks) {
+        int fl = fcntl(c->fd, F_GETFL);
+
+        if (fl < 0 || fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+            return RLOCK__IO_WANT_READ;
+        c->fd_blocks = 1;
+    }
+    n = recv(c->fd, buf, len, 0);
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return RLOCK__IO_WANT_READ;
     set_err(err, RLOCK_EIO, "read: %s", strerror(errno));
     return RLOCK__IO_ERROR;
@@ -244,7 +298,7 @@ static ssize_t plain_write(rlock__conn *c, const void *buf, size_t len,
     /* MSG_NOSIGNAL: a peer that closed must not raise SIGPIPE in a
      * program that did not ask for it. */
     do
-        n = send(c->fd, buf, len, MSG_NOSIGNAL);
+        n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n >= 0)
         return n;
@@ -266,8 +320,8 @@ static void plain_release(rlock__conn *c)
 }
 
 const rlock__transport rlock__plain_transport = {
-    "tcp",       plain_handshake, plain_read,
-    plain_write, plain_buffered,  plain_release};
+    "tcp",          plain_handshake, plain_read,     plain_write,
+    plain_buffered, plain_release,   plain_read_wait};
 
 int rlock__conn_sock(const rlock__conn *c)
 {
@@ -484,7 +538,7 @@ int rlock__conn_start(const rlock__endpoint *ep, rlock__conn **out,
 int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
                      rlock__conn **out, rlock__neterr *err)
 {
-    rlock__conn *c;
+    rlock__conn *c = NULL;
     size_t none = 0;
     int rc;
 
@@ -708,13 +762,42 @@ static short want_of(ssize_t n)
     return n == RLOCK__IO_WANT_READ ? POLLIN : POLLOUT;
 }
 
-int rlock__conn_io(rlock__conn *c, short revents)
+/* What one read gave (n bytes in buf, or an RLOCK__IO_* value with e):
+ * fed to the reader, complete replies taken out. 1 if reading on may give
+ * more, 0 if not (nothing there, nothing more wanted, or broken). */
+static int took(rlock__conn *c, ssize_t n, const char *buf,
+                const rlock__neterr *e)
+{
+    if (n == RLOCK__IO_ERROR) {
+        rlock__conn_fail(c, e->code, "%s", e->msg);
+        return 0;
+    }
+    if (n == 0) {
+        rlock__conn_fail(c, RLOCK_EIO, "the server closed the connection");
+        return 0;
+    }
+    if (n < 0) {
+        if (n == RLOCK__IO_WANT_WRITE)
+            c->t_wants |= POLLOUT;
+        return 0;
+    }
+    if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+        rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+        return 0;
+    }
+    if (parse(c) != RLOCK_OK)
+        return 0;
+    return c->expected > 0 || c->push;
+}
+
+/* Connects, shakes hands and writes what it can without waiting; reads
+ * too if asked. */
+static int step(rlock__conn *c, int read)
 {
     rlock__neterr e = {0, ""};
     char buf[READ_CHUNK];
     int round;
 
-    (void)revents; /* each step finds out for itself what it can do */
     if (c->err.code != 0)
         return c->err.code;
     if (c->connecting) {
@@ -761,36 +844,43 @@ int rlock__conn_io(rlock__conn *c, short revents)
         c->out_off += (size_t)n;
         c->sent = 1;
     }
-    if (c->expected == 0 && !c->push) {
+    if (!read || (c->expected == 0 && !c->push)) {
         /* Nothing asked for: anything that arrives is an error, found by
          * rlock__conn_idle_ok or the next exchange. */
         return RLOCK_OK;
     }
     for (round = 0; round < READ_ROUNDS; round++) {
         ssize_t n = c->t->read(c, buf, sizeof buf, &e);
-        if (n == RLOCK__IO_ERROR) {
-            rlock__conn_fail(c, e.code, "%s", e.msg);
-            return c->err.code;
-        }
-        if (n == 0) {
-            rlock__conn_fail(c, RLOCK_EIO, "the server closed the connection");
-            return c->err.code;
-        }
-        if (n < 0) {
-            if (n == RLOCK__IO_WANT_WRITE)
-                c->t_wants |= POLLOUT;
-            break;
-        }
-        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
-            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
-            return c->err.code;
-        }
-        if (parse(c) != RLOCK_OK)
-            return c->err.code;
-        if (c->expected == 0 && !c->push)
+        if (!took(c, n, buf, &e))
             break;
     }
-    return RLOCK_OK;
+    return c->err.code;
+}
+
+int rlock__conn_io(rlock__conn *c, short revents)
+{
+    (void)revents; /* each step finds out for itself what it can do */
+    return step(c, 1);
+}
+
+/* The blocking driver's wait on one connection that has written all it
+ * had and waits only for replies: sleeps in the transport's read_wait.
+ * 1 if that read something (or broke the connection), 0 if it did not
+ * wait or gave up early: then poll waits. */
+static int wait_one(rlock__conn *c, int64_t deadline_ns)
+{
+    rlock__neterr e = {0, ""};
+    char buf[READ_CHUNK];
+    ssize_t n;
+
+    if (!c->t->read_wait || c->t_wants || c->out_off < c->out_len ||
+        c->connecting || c->handshaking)
+        return 0;
+    n = c->t->read_wait(c, buf, sizeof buf, deadline_ns, &e);
+    if (n == RLOCK__IO_WANT_READ)
+        return 0;
+    took(c, n, buf, &e);
+    return 1;
 }
 
 int rlock__conn_take(rlock__conn *c, redisReply **out)
@@ -848,10 +938,10 @@ int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
     if (n > RUN_MAX)
         return RLOCK_EINVAL;
     /* Write at once what can be written: most exchanges then need one
-     * poll, for the reply. */
+     * wait, for the reply (reading before it would only find nothing). */
     for (i = 0; i < n; i++)
         if (conns[i] && conns[i]->err.code == 0)
-            rlock__conn_io(conns[i], 0);
+            step(conns[i], 0);
     for (;;) {
         int nfds = 0, ms, r, buffered = 0;
 
@@ -882,6 +972,8 @@ int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
         ms = ms_until(deadline_ns);
         if (ms == 0)
             return RLOCK_ENOREPLY;
+        if (nfds == 1 && !buffered && wait_one(conns[map[0]], deadline_ns))
+            continue;
         /* Data a TLS layer holds already is served without waiting. */
         r = poll(fds, (nfds_t)nfds, buffered ? 0 : ms);
         if (r < 0 && errno != EINTR)

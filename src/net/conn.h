@@ -3,10 +3,13 @@
  * One connection to a Redis server, as a state machine driven by
  * readiness and time (the engine under the whole library).
  *
- * A connection never blocks. Whoever drives it asks which events it waits
- * for (rlock__conn_events), polls its descriptor however it likes (rlock's
- * own poll loop in rlock__net_run for the blocking API; a caller's event
- * loop later) and hands the readiness back (rlock__conn_io). Commands are
+ * A connection's own steps never block. Whoever drives it asks which
+ * events it waits for (rlock__conn_events), polls its descriptor however
+ * it likes (rlock's own loop in rlock__net_run for the blocking API; a
+ * caller's event loop later) and hands the readiness back
+ * (rlock__conn_io). Only rlock__net_run, waiting for the replies of one
+ * plain connection, sleeps in recv(2) itself (a socket timeout short of
+ * the deadline, poll for the rest): it wakes sooner than poll does. Commands are
  * queued with rlock__conn_append; their replies come out, in order, from
  * rlock__conn_take. Nothing here knows about locks, clients or threads: it
  * depends only on hiredis's RESP reader (compat header), libc and, for

@@ -53,7 +53,7 @@ static int bio_write(BIO *b, const char *buf, int len)
 
     BIO_clear_retry_flags(b);
     do
-        n = send(bio_fd(b), buf, (size_t)len, MSG_NOSIGNAL);
+        n = send(bio_fd(b), buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         BIO_set_retry_write(b);
@@ -66,7 +66,7 @@ static int bio_read(BIO *b, char *buf, int len)
 
     BIO_clear_retry_flags(b);
     do
-        n = recv(bio_fd(b), buf, (size_t)len, 0);
+        n = recv(bio_fd(b), buf, (size_t)len, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         BIO_set_retry_read(b);
@@ -323,7 +323,8 @@ static void tls_release(rlock__conn *c)
 }
 
 static const rlock__transport tls_transport = {
-    "tls", tls_handshake, tls_read, tls_write, tls_buffered, tls_release};
+    "tls",        tls_handshake, tls_read, tls_write,
+    tls_buffered, tls_release,   NULL};
 
 static int is_address(const char *name)
 {

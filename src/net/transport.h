@@ -8,6 +8,7 @@
 #ifndef RLOCK_NET_TRANSPORT_H
 #define RLOCK_NET_TRANSPORT_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "net/conn.h"
@@ -31,6 +32,14 @@ typedef struct rlock__transport {
     int (*buffered)(const rlock__conn *c);
     /* Frees the transport's state (not the descriptor). */
     void (*release)(rlock__conn *c);
+    /* Sleeps in the kernel until bytes arrive and reads them, for the
+     * blocking driver's one-connection waits: > 0 bytes, 0 end of stream,
+     * RLOCK__IO_ERROR, or RLOCK__IO_WANT_READ when it gave up without
+     * bytes (the deadline too near to trust a socket timeout with, the
+     * timeout came, a signal), for poll(2) to finish the wait. NULL where
+     * the transport cannot (TLS: OpenSSL may need to write to read). */
+    ssize_t (*read_wait)(rlock__conn *c, void *buf, size_t len,
+                         int64_t deadline_ns, rlock__neterr *err);
 } rlock__transport;
 
 extern const rlock__transport rlock__plain_transport;

@@ -119,6 +119,9 @@ static void misbehave(rt_fake *f, fconn *c)
         if (first)
             queue(c, "hello, I am not Redis\r\n", 23);
         break;
+    case RT_FAKE_ZERO:
+        queue(c, ":0\r\n", 4);
+        break;
     }
 }
 

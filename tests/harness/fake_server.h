@@ -28,7 +28,9 @@ typedef enum rt_fake_mode {
     RT_FAKE_BULK,    /* "$999999999999", then bytes without end */
     RT_FAKE_ARRAY,   /* "*2147483647", then nothing */
     RT_FAKE_DEEP,    /* arrays nested nine deep */
-    RT_FAKE_GARBAGE  /* bytes that are not RESP */
+    RT_FAKE_GARBAGE, /* bytes that are not RESP */
+    RT_FAKE_ZERO     /* ":0" to every request: a fast form's "ask the
+                        full form", and to the full form too */
 } rt_fake_mode;
 
 typedef struct rt_fake rt_fake;

@@ -419,6 +419,35 @@ long long rt_cmd_int(rt_server *s, const char *fmt, ...)
     return v;
 }
 
+const char *rt_lock_field(rt_server *s, const char *name, int field,
+                          char *buf, size_t len)
+{
+    redisReply *r = rt_cmd(s, "GET {rlock:%s}", name);
+    const char *p = r->type == REDIS_REPLY_STRING ? r->str : "";
+    size_t n;
+    int i;
+
+    for (i = 0; i < field && *p; i++) {
+        p = strchr(p, ' ');
+        p = p ? p + 1 : "";
+    }
+    n = strcspn(p, " ");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    freeReplyObject(r);
+    return buf;
+}
+
+long long rt_lock_count(rt_server *s, const char *name)
+{
+    char buf[32];
+
+    return strtoll(rt_lock_field(s, name, RT_COUNT, buf, sizeof buf), NULL,
+                   10);
+}
+
 long long rt_info_field(rt_server *s, const char *section, const char *field)
 {
     redisReply *r = rt_cmd(s, "INFO %s", section);

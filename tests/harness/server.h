@@ -59,6 +59,15 @@ const char *rt_server_binary(void);
 redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 /* Integer reply of a command, failing the test on any other reply. */
 long long rt_cmd_int(rt_server *s, const char *fmt, ...);
+/* rlock's own layout keeps a lock as the string "<owner> <token> <nonce>
+ * <count> <w>" under "{rlock:NAME}" (docs/protocol.md). One field of the
+ * lock called name, into buf (len bytes): "" if there is no lock. */
+enum { RT_OWNER, RT_TOKEN, RT_NONCE, RT_COUNT, RT_WAITERS };
+const char *rt_lock_field(rt_server *s, const char *name, int field,
+                          char *buf, size_t len);
+/* The count field as a number (0 if there is no lock). */
+long long rt_lock_count(rt_server *s, const char *name);
+
 /* Reads one INFO field as a number (e.g. "total_commands_processed"). */
 long long rt_info_field(rt_server *s, const char *section, const char *field);
 

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: BSD-3-Clause
--- Acquire. ARGV: owner, lease_ms, mode, waiter_ttl_ms, channel, nonce,
--- count, token.
+-- Acquire. ARGV: owner, lease_ms, nonce, mode, waiter_ttl_ms, and for a
+-- re-entry count and token.
 --   mode 'r': re-entry (the client holds it with that token and count);
 --   't': try; 'w': wait, that is, join the queue if busy. nonce names this
 --   acquisition (all attempts of one wait share it), so that a grant or a
@@ -8,64 +8,72 @@
 -- Counts are set, not added to: only the owner changes its count, so
 -- "count = what I had + 1" is right even when an earlier request whose
 -- reply was lost did it already.
--- Returns {1, token, count} when held (count > 1: a re-entry); {0, hint_ms}
--- when busy, hint_ms being how long the holder's lease lasts at most; {-1}
--- when a re-entry finds the hold gone.
---! include fence.lua
---! include queue.lua
-local owner, lease, mode = ARGV[1], ARGV[2], ARGV[3]
-local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'count')
-if mode == 'r' then
-  if h[1] ~= owner or h[2] ~= ARGV[8] then return {-1} end
-  local n = tonumber(ARGV[7]) + 1
-  redis.call('HSET', KEYS[1], 'count', n)
-  redis.call('PEXPIRE', KEYS[1], lease)
-  return {1, h[2], n}
+-- Returns the token when a fresh acquisition took a free lock nobody
+-- waited for (count 1; the client then goes back to the fast form);
+-- {1, token, count} when a re-entry or a claim holds it; {0, hint_ms}
+-- when busy, hint_ms being how long the holder's lease lasts at most;
+-- {-1} when a re-entry finds the hold gone.
+--! include native_take.lua
+--! include native_lib.lua
+local owner, lease, nonce, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local v = redis.call('GET', KEYS[1])
+local o, tok, non, cnt, w = parse(v)
+if v and not o then
+  -- Someone's data under the lock's name: not touched.
+  return redis.error_reply('WRONGTYPE the lock key holds a value that is '
+                           .. 'not an rlock lock')
 end
-if h[1] == owner then
+if mode == 'r' then
+  if o ~= owner or tok ~= ARGV[7] then return {-1} end
+  local n = tonumber(ARGV[6]) + 1
+  redis.call('SET', KEYS[1], value(o, tok, non, n, w), 'PX', lease)
+  return {1, tok, n}
+end
+if o == owner then
   -- Granted to us while our message was on its way (or to an earlier
   -- wait of ours): claim it, counting its lease from this request.
   dequeue(owner)
-  redis.call('HSET', KEYS[1], 'attempt', ARGV[6])
-  redis.call('PEXPIRE', KEYS[1], lease)
-  return {1, h[2], tonumber(h[3])}
+  redis.call('SET', KEYS[1], value(o, tok, nonce, cnt, queued()), 'PX',
+             lease)
+  return {1, tok, tonumber(cnt)}
 end
--- The clock is read only when a queue is involved: an uncontended
--- acquisition runs five commands (HMGET LINDEX INCR HSET PEXPIRE).
+-- The clock is read only when a queue is involved.
 local now
 local function clock()
   if not now then now = now_ms() end
   return now
 end
 local function enqueue()
-  local ttl = tonumber(ARGV[4])
+  local ttl = tonumber(ARGV[5])
   if redis.call('ZADD', KEYS[4], clock() + ttl, owner) == 1 then
     redis.call('RPUSH', KEYS[3], owner)
   end
-  redis.call('HSET', KEYS[5], owner, lease .. ' ' .. ARGV[6])
+  redis.call('HSET', KEYS[5], owner, lease .. ' ' .. nonce)
   for i = 3, 5 do
     if redis.call('PTTL', KEYS[i]) < ttl + 1000 then
       redis.call('PEXPIRE', KEYS[i], ttl + 1000)
     end
   end
 end
-if h[1] then
-  if mode == 'w' then enqueue() end
+if v then
+  if mode == 'w' then
+    enqueue()
+    -- The holder's release must look at the queue now.
+    if w == '0' then redis.call('SETRANGE', KEYS[1], #v - 1, '1') end
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local head = nil
-if redis.call('LINDEX', KEYS[3], 0) then head = live_head(clock()) end
+local head = live_head(clock())
 if head and head ~= owner then
   -- Free, but others queued first (its holder expired, or a release
   -- found nobody alive then): it is theirs. (A notification that fails
   -- is the granted waiter's to notice, by its own timers.)
   if mode == 'w' then enqueue() end
-  grant_head(ARGV[5])
+  grant_head()
   return {0, redis.call('PTTL', KEYS[1])}
 end
 if head then dequeue(owner) end
 local token = next_token()
-redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token,
-           'attempt', ARGV[6])
-redis.call('PEXPIRE', KEYS[1], lease)
+redis.call('SET', KEYS[1], value(owner, token, nonce, 1, queued()), 'PX',
+           lease)
 return {1, token, 1}

@@ -1,7 +1,9 @@
 -- SPDX-License-Identifier: BSD-3-Clause
--- Renew: the hold is the owner's with that token.
+-- Renew: the hold is the owner's with that token (the value starts with
+-- them).
 local function owns(key, owner, token)
-  local h = redis.pcall('HMGET', key, 'owner', 'token')
-  return h[1] == owner and h[2] == token
+  local v = redis.pcall('GET', key)
+  return type(v) == 'string' and
+         string.find(v, owner .. ' ' .. token .. ' ', 1, true) == 1
 end
 --! include renew_loop.lua

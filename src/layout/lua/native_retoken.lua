@@ -4,9 +4,12 @@
 -- token chosen over the nodes, and the counter is raised to at least that
 -- token, so that later tokens from this node are greater. 1 if done, 0 if
 -- the hold is gone.
-local h = redis.call('HMGET', KEYS[1], 'owner', 'attempt')
-if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], 'token', ARGV[3])
+local v = redis.call('GET', KEYS[1])
+local o, _, non, cnt, w = string.match(v or '',
+                                       '^(%S+) (%d+) (%d+) (%d+) ([01])$')
+if o ~= ARGV[1] or non ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], o .. ' ' .. ARGV[3] .. ' ' .. non .. ' ' .. cnt ..
+           ' ' .. w, 'KEEPTTL')
 local f = tonumber(redis.call('GET', KEYS[2]) or '0')
 if f < tonumber(ARGV[3]) then redis.call('SET', KEYS[2], ARGV[3]) end
 return 1
