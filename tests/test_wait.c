@@ -474,3 +474,90 @@ TEST(a_grant_for_another_acquisition_is_ignored)
     rlock_client_close(b);
     rt_server_stop(s);
 }
+
+/* ---- a waiter reading the subscriber connection itself ------------------ */
+
+/* Client options under which only a message (or a ring) can end a wait
+ * quickly: no fallback timer would end it within seconds. */
+static rlock_client *slow_timers_client(rt_server *s)
+{
+    rlock_client_opts o;
+
+    rlock_client_opts_init(&o);
+    o.waiter_ttl_ms = 60000; /* keep-alive every 20 s */
+    o.backoff_min_ms = 5000;
+    o.backoff_max_ms = 5000;
+    return rt_client(rt_server_url(s), &o);
+}
+
+TEST(a_cancel_reaches_a_waiter_reading_the_subscriber)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = slow_timers_client(s);
+    rlock_mutex *ma = rt_mutex(a, "ring", NULL);
+    rlock_mutex *mb = rt_mutex(b, "ring", NULL);
+    rt_locker w;
+    int64_t t0;
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_locker_start(&w, mb, 0);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:ring}:queue") == 1, 5000);
+    RT_WAIT_UNTIL(numsub(s, "{rlock:ring}:wake") == 1, 5000);
+    rt_sleep_ms(50); /* asleep on the subscriber connection by now */
+    t0 = rt_now_ms();
+    rlock_client_cancel_waits(b);
+    CHECK_RC(rt_locker_join(&w), RLOCK_ECANCELED);
+    CHECK_INT(rt_now_ms() - t0, <, 1000);
+    CHECK_INT(rt_cmd_int(s, "LLEN {rlock:ring}:queue"), ==, 0);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(a_waiter_reading_the_subscriber_gives_it_back_and_wakes_the_others)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *d = rt_client(rt_server_url(s), NULL);
+    rlock_client *c = slow_timers_client(s);
+    rlock_mutex *dx = rt_mutex(d, "x", NULL), *dy = rt_mutex(d, "y", NULL);
+    rlock_mutex *cx = rt_mutex(c, "x", NULL), *cy = rt_mutex(c, "y", NULL);
+    rt_locker wx, wy;
+    int64_t t0;
+
+    CHECK_RC(rlock_mutex_lock(dx), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(dy), RLOCK_OK);
+    /* The first waiter of c takes the subscriber connection over. */
+    rt_locker_start(&wx, cx, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:x}:queue") == 1, 5000);
+    RT_WAIT_UNTIL(numsub(s, "{rlock:x}:wake") == 1, 5000);
+    rt_sleep_ms(50);
+    /* A second name of c must be subscribed on that connection: the
+     * background thread rings the reader for it, sends the SUBSCRIBE, and
+     * Redis confirms it within the subscription wait (5 s of backoff
+     * otherwise). */
+    t0 = rt_now_ms();
+    rt_locker_start(&wy, cy, 1);
+    RT_WAIT_UNTIL(numsub(s, "{rlock:y}:wake") == 1, 5000);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:y}:queue") == 1, 5000);
+    CHECK_INT(rt_now_ms() - t0, <, 2000);
+    rt_sleep_ms(50);
+    /* Each release's message reaches its waiter, whichever thread of c
+     * reads the connection: one of them sleeps on its condition variable
+     * and is woken by the other. */
+    t0 = rt_now_ms();
+    CHECK_RC(rlock_mutex_unlock(dy), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&wy), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(dx), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&wx), RLOCK_OK);
+    CHECK_INT(rt_now_ms() - t0, <, 2000);
+    rlock_mutex_free(cx);
+    rlock_mutex_free(cy);
+    rlock_mutex_free(dx);
+    rlock_mutex_free(dy);
+    rlock_client_close(c);
+    rlock_client_close(d);
+    rt_server_stop(s);
+}

@@ -14,6 +14,7 @@ int rlock__bg_new(rlock_client *c, const rlock__driver *driver)
         return RLOCK_ENOMEM;
     c->bg->driver = driver;
     c->bg->pipe[0] = c->bg->pipe[1] = -1;
+    c->bg->ring[0] = c->bg->ring[1] = -1;
     return RLOCK_OK;
 }
 

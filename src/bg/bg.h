@@ -37,11 +37,19 @@ struct rlock__bg {
     pthread_t thread;
     int64_t sleep_until; /* its poll ends by then; 0: it is busy */
     int pipe[2];
-    /* The subscriber (subscriber.c); the connection is the thread's. */
+    /* The subscriber (subscriber.c). The connection is read by the
+     * thread, or by a sleeping waiter that took it over (sub_reader), so
+     * that a message wakes the thread it is for with no hand-over between
+     * threads; nobody else touches it meanwhile. ring is the pipe that
+     * interrupts that waiter's poll. */
     rlock__sub *subs;
     rlock__conn *sub_conn;
     int sub_up;
     int64_t sub_retry_at;
+    struct rlock__waiter *sub_reader;
+    int sub_polled; /* the thread's poll watches the connection now */
+    int sub_busy;   /* the thread reads the connection now (mu not held) */
+    int ring[2];
     /* Undos still to send (cleanup.c). */
     rlock__cleanup *cleanups;
 };
@@ -84,6 +92,14 @@ short rlock__sub_events(rlock_client *c, int *fd);
 /* Serves the subscriber connection after poll reported revents (mu not
  * held). */
 void rlock__sub_io(rlock_client *c, short revents);
+/* Called by waiter w about to sleep until `until` for a message (mu
+ * held): if the subscriber connection is idle and nobody else reads it,
+ * w's own thread waits on it, up to until, for one batch of messages (or
+ * a ring: a wake-up for w, or the background wanting the connection back)
+ * and hands them out as the background thread would. Returns 1 if it
+ * waited so, 0 if it could not (then w sleeps on its condition variable).
+ * Whatever it read may have woken w. */
+int rlock__sub_read(rlock_client *c, struct rlock__waiter *w, int64_t until);
 /* Closes the subscriber connection. */
 void rlock__sub_shutdown(rlock_client *c);
 void rlock__sub_free(rlock_client *c);

@@ -14,10 +14,23 @@
  * When the connection breaks, every waiter is woken at once: it retries,
  * and waits with jittered backoff until the connection and its
  * subscriptions are back, so a message lost in the outage costs one retry.
+ *
+ * Who reads it: the background thread, or a waiter about to sleep for a
+ * message (rlock__sub_read). Read by the background thread, a message for
+ * a waiter wakes two threads in turn, the background's and then the
+ * waiter's, and the second wake-up is most of a hand-over's cost on a busy
+ * machine (docs/performance.md). So a waiter that finds the connection
+ * idle, with nobody reading it and nothing to send, waits on it itself;
+ * the background thread leaves it alone meanwhile, and gets it back when
+ * it has something to send (it rings the waiter) or when the waiter leaves
+ * and others still wait.
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "bg/bg.h"
@@ -124,6 +137,24 @@ static void sub_remove(rlock_client *c, rlock__sub *s)
     }
 }
 
+/* Wakes the waiter reading the connection, if any (mu held). */
+static void ring(struct rlock__bg *bg)
+{
+    if (bg->sub_reader && bg->ring[1] >= 0) {
+        ssize_t n = write(bg->ring[1], "", 1);
+        (void)n; /* a full pipe is a ring already */
+    }
+}
+
+static void ring_close(struct rlock__bg *bg)
+{
+    if (bg->ring[0] >= 0) {
+        close(bg->ring[0]);
+        close(bg->ring[1]);
+        bg->ring[0] = bg->ring[1] = -1;
+    }
+}
+
 /* Forgets the connection; every subscription must be sent again. */
 static void sub_drop(rlock_client *c)
 {
@@ -179,11 +210,33 @@ static void drain(rlock_client *c, rlock__conn *conn)
     }
 }
 
+/* Whether sub_step has something to do on the connection: close it, or
+ * send a SUBSCRIBE or UNSUBSCRIBE. */
+static int conn_work(const struct rlock__bg *bg)
+{
+    const rlock__sub *s;
+
+    if (!bg->subs)
+        return bg->sub_conn != NULL;
+    for (s = bg->subs; s; s = s->next)
+        if ((s->users == 0) != (s->state == WANTED))
+            return 1;
+    return 0;
+}
+
 void rlock__sub_step(rlock_client *c, int64_t *next)
 {
     struct rlock__bg *bg = c->bg;
     rlock__sub *s, *nexts;
     int pending = 0;
+
+    if (bg->sub_reader) {
+        /* A waiter reads the connection: it hands it back when rung, and
+         * wakes this thread then. */
+        if (conn_work(bg))
+            ring(bg);
+        return;
+    }
 
     if (!bg->subs) {
         /* Nobody waits for anything: keep no idle connection open. */
@@ -261,14 +314,17 @@ void rlock__sub_io(rlock_client *c, short revents)
     rlock__conn *conn;
     int failed;
 
-    /* Only this thread touches the connection after creating it. */
+    /* Only this thread touches the connection after creating it, unless
+     * a waiter took it over after this thread's poll began. */
     pthread_mutex_lock(&c->mu);
-    conn = bg->sub_conn;
+    conn = bg->sub_reader ? NULL : bg->sub_conn;
+    bg->sub_busy = conn != NULL;
     pthread_mutex_unlock(&c->mu);
     if (!conn)
         return;
     failed = rlock__conn_io(conn, revents) != RLOCK_OK;
     pthread_mutex_lock(&c->mu);
+    bg->sub_busy = 0;
     drain(c, conn);
     if (failed) {
         sub_drop(c);
@@ -279,10 +335,68 @@ void rlock__sub_io(rlock_client *c, short revents)
 
 short rlock__sub_events(rlock_client *c, int *fd)
 {
-    if (!c->bg->sub_conn)
+    if (!c->bg->sub_conn || c->bg->sub_reader)
         return 0;
     *fd = rlock__conn_fd(c->bg->sub_conn);
     return rlock__conn_events(c->bg->sub_conn);
+}
+
+int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__conn *conn = bg ? bg->sub_conn : NULL;
+    struct pollfd fds[2];
+    int64_t left;
+    int failed = 0, others = 0;
+    rlock__waiter *o;
+    char buf[64];
+
+    if (!conn || !bg->sub_up || bg->sub_reader || bg->sub_busy ||
+        !bg->running || conn_work(bg) || rlock__conn_events(conn) != POLLIN)
+        return 0;
+    if (bg->ring[0] < 0 && pipe2(bg->ring, O_NONBLOCK | O_CLOEXEC) != 0) {
+        bg->ring[0] = bg->ring[1] = -1;
+        return 0;
+    }
+    left = until - rlock__now_ns();
+    if (left <= 0)
+        return 0;
+    bg->sub_reader = w;
+    w->ring_fd = bg->ring[1];
+    /* The background thread may be polling the connection: it must stop
+     * (woken now, it leaves the connection out of its next poll). */
+    if (bg->sub_polled)
+        bg->driver->kick(c);
+    pthread_mutex_unlock(&c->mu);
+
+    fds[0].fd = rlock__conn_fd(conn);
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    fds[1].fd = bg->ring[0];
+    fds[1].events = POLLIN;
+    fds[1].revents = 0;
+    poll(fds, 2, (int)((left + RLOCK__NS_PER_MS - 1) / RLOCK__NS_PER_MS));
+    if (fds[1].revents)
+        while (read(fds[1].fd, buf, sizeof buf) > 0)
+            ;
+    if (fds[0].revents)
+        failed = rlock__conn_io(conn, fds[0].revents) != RLOCK_OK;
+
+    pthread_mutex_lock(&c->mu);
+    bg->sub_reader = NULL;
+    w->ring_fd = -1;
+    drain(c, conn);
+    if (failed) {
+        sub_drop(c);
+        bg->sub_retry_at = 0;
+    }
+    for (o = c->waiters; o; o = o->next)
+        others |= o != w;
+    /* The background thread takes the connection back: to reconnect, to
+     * send, or to read for the other waiters. */
+    if (failed || others || conn_work(bg))
+        bg->driver->kick(c);
+    return 1;
 }
 
 void rlock__sub_shutdown(rlock_client *c)
@@ -296,6 +410,8 @@ void rlock__sub_shutdown(rlock_client *c)
 
 void rlock__sub_free(rlock_client *c)
 {
+    /* (In a forked child the pipe is the child's own copy.) */
+    ring_close(c->bg);
     while (c->bg->subs) {
         rlock__sub *s = c->bg->subs;
         c->bg->subs = s->next;

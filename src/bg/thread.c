@@ -53,6 +53,7 @@ static void *bg_main(void *arg)
         if (wait_ns < 0)
             wait_ns = 0;
         bg->sleep_until = next;
+        bg->sub_polled = nfds == 2;
         pthread_mutex_unlock(&c->mu);
         rlock__busy_end();
         poll(fds, (nfds_t)nfds,
@@ -65,6 +66,7 @@ static void *bg_main(void *arg)
             rlock__sub_io(c, fds[1].revents);
         pthread_mutex_lock(&c->mu);
         bg->sleep_until = 0;
+        bg->sub_polled = 0;
     }
     rlock__sub_shutdown(c);
     rlock__cleanup_free(c);

@@ -31,13 +31,15 @@ typedef struct rlock__waiter {
     uint64_t grant_token; /*   its fencing token */
     int64_t grant_ms;     /*   and the lease Redis set */
     pthread_cond_t cv;    /* the blocked thread sleeps on it, with mu */
+    int ring_fd; /* >= 0 while its thread waits in poll instead (reading
+                    the subscriber): a byte written there wakes it */
 } rlock__waiter;
 
 /* Sets up w (cv on CLOCK_MONOTONIC) and puts it at the head of *list. */
 void rlock__waiter_add(rlock__waiter **list, rlock__waiter *w);
 /* Takes w out of *list and destroys its cv. */
 void rlock__waiter_remove(rlock__waiter **list, rlock__waiter *w);
-/* Marks w woken and wakes its thread. */
+/* Marks w woken and wakes its thread, on its cv or its ring. */
 void rlock__waiter_wake(rlock__waiter *w);
 
 #endif

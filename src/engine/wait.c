@@ -207,13 +207,17 @@ static step after_attempt(wait *s, int rc, uint64_t old_nonce)
     return SLEEP;
 }
 
-/* Sleeps until the waiter is woken or until (mu held). */
-static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until)
+/* Sleeps until the waiter is woken or until (mu held); one that waits
+ * for a message waits on the subscriber connection itself where it can,
+ * so that the message wakes this thread directly. */
+static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until,
+                        int messages)
 {
     struct timespec ts = rlock__timespec(until);
 
     while (!w->woken && rlock__now_ns() < until)
-        pthread_cond_timedwait(&w->cv, &c->mu, &ts);
+        if (!messages || !rlock__sub_read(c, w, until))
+            pthread_cond_timedwait(&w->cv, &c->mu, &ts);
 }
 
 /* One attempt with a deadline of its own; its error detail becomes the
@@ -274,7 +278,7 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
         if (next == ATTEMPT)
             next = before_attempt(&s);
         if (next == SUBSCRIBE) {
-            sleep_until(c, &s.w, s.until);
+            sleep_until(c, &s.w, s.until, 1);
             s.subscribed = rlock__sub_want(c, m, call) > 0;
             s.w.woken = 0;
             next = ATTEMPT;
@@ -290,7 +294,7 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
             pthread_mutex_lock(&c->mu);
         }
         if (next == SLEEP) {
-            sleep_until(c, &s.w, s.until);
+            sleep_until(c, &s.w, s.until, s.subscribed);
             next = ATTEMPT;
         }
         if (next == DONE)
