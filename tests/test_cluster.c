@@ -261,7 +261,7 @@ TEST(cluster_slot_migration_is_followed)
     m = rt_mutex(c, "mig", NULL);
     mo = rt_mutex(other, "mig", NULL);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
-    /* Held twice: the first unlock below is a five-key request (a count
+    /* Held twice: the first unlock below is a four-key request (a count
      * to set), the last a one-key one (the fast form). */
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     t1 = rlock_mutex_token(m);

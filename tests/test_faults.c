@@ -48,8 +48,8 @@ static void check_no_trace(rt_server *s, const char *name)
 {
     RT_WAIT_UNTIL(rt_cmd_int(s,
                              "EXISTS {rlock:%s} {rlock:%s}:queue "
-                             "{rlock:%s}:qttl {rlock:%s}:qinfo",
-                             name, name, name, name) == 0,
+                             "{rlock:%s}:qinfo",
+                             name, name, name) == 0,
                   5000);
 }
 
@@ -472,8 +472,7 @@ TEST(out_of_memory_is_reported_and_nothing_is_claimed)
     CHECK_RC(rlock_mutex_timedlock(m, 200), RLOCK_EREDIS);
     CHECK(strstr(rlock_client_errmsg(c), "OOM") != NULL);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:oom} {rlock:oom}:fence "
-                            "{rlock:oom}:queue {rlock:oom}:qttl "
-                            "{rlock:oom}:qinfo"),
+                            "{rlock:oom}:queue {rlock:oom}:qinfo"),
               ==, 0);
     /* A hold taken before still releases: deleting needs no memory. */
     CHECK_RC(rlock_mutex_unlock(held), RLOCK_OK);

@@ -45,9 +45,8 @@ static rlock_mutex *fixed_lease(rlock_client *c, const char *name,
 static long long traces(rt_server *s, const char *name)
 {
     return rt_cmd_int(s,
-                      "EXISTS {rlock:%s} {rlock:%s}:queue {rlock:%s}:qttl "
-                      "{rlock:%s}:qinfo",
-                      name, name, name, name);
+                      "EXISTS {rlock:%s} {rlock:%s}:queue {rlock:%s}:qinfo",
+                      name, name, name);
 }
 
 /* The last fencing token handed out for name (0 if none yet). */

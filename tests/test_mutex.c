@@ -260,9 +260,9 @@ TEST(every_key_expires_except_the_fencing_counter)
     /* A waiter that died without cancelling leaves a queue place behind;
      * make one by hand the way a waiter enqueues. */
     freeReplyObject(rt_cmd(s, "RPUSH {rlock:ttl}:queue ghost"));
-    freeReplyObject(rt_cmd(s, "ZADD {rlock:ttl}:qttl 1 ghost"));
+    freeReplyObject(rt_cmd(s, "HSET {rlock:ttl}:qinfo ghost %s", "1 10000 0"));
     freeReplyObject(rt_cmd(s, "PEXPIRE {rlock:ttl}:queue 6000"));
-    freeReplyObject(rt_cmd(s, "PEXPIRE {rlock:ttl}:qttl 6000"));
+    freeReplyObject(rt_cmd(s, "PEXPIRE {rlock:ttl}:qinfo 6000"));
     CHECK_RC(rlock_mutex_timedlock(mb, 0), RLOCK_ETIMEDOUT);
 
     keys = rt_cmd(s, "KEYS *");
@@ -337,8 +337,8 @@ TEST(binary_names_share_one_cluster_slot)
     rt_server *cluster = rt_server_start(&so);
     rt_server *s = rt_server_start(NULL);
     rlock_client *c = rt_client(rt_server_url(s), NULL);
-    static const char *suffix[] = {"", ":fence", ":queue", ":qttl",
-                                   ":qinfo", ":wake"};
+    static const char *suffix[] = {"", ":fence", ":queue", ":qinfo",
+                                   ":wake"};
     static const struct {
         const char *name;
         size_t len;

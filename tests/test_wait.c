@@ -191,7 +191,7 @@ TEST(timed_out_waiter_leaves_no_trace)
     CHECK_INT(rt_wait(q), ==, 3); /* ETIMEDOUT */
     /* Its place is gone the moment timedlock returned. */
     CHECK_INT(rt_cmd_int(s, "LLEN {rlock:giveup}:queue"), ==, 1);
-    CHECK_INT(rt_cmd_int(s, "ZCARD {rlock:giveup}:qttl"), ==, 1);
+    CHECK_INT(rt_cmd_int(s, "HLEN {rlock:giveup}:qinfo"), ==, 1);
     released = mono_us();
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     CHECK_INT(rt_wait(p), ==, 0);

@@ -79,7 +79,7 @@ struct rlock_client {
 struct rlock__layout; /* layout/layout.h */
 
 /* Most keys a layout uses for one lock. */
-#define RLOCK__KEYS_MAX 5
+#define RLOCK__KEYS_MAX 4
 
 struct rlock_mutex {
     rlock_client *c;

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock's own layout (RLOCK_LAYOUT_NATIVE, docs/protocol.md): the lock is
- * a string "<owner> <token> <nonce> <count> <w>" under "{prefix:name}"
- * (one key read or written whole: the uncontended acquisition and release
- * are three and two commands), beside a
- * fencing counter and a FIFO queue of waiters (a list, the deadlines of
- * their places, and what each asked for). A release hands the lock to the
- * first live waiter and tells that waiter's client on its own channel,
- * "{prefix:name}:wake:<client id>", so a release wakes one process, not
- * every process waiting for the lock. All five keys and the channel share
- * one hash tag: one cluster slot.
+ * a string "<owner> <token> <nonce> <count> <w>" under "{prefix:name}",
+ * read and written whole, beside a fencing counter and a FIFO queue of
+ * waiters (a list, and a hash of each place's deadline and what it asked
+ * for). A release hands the lock to the first live waiter and tells that
+ * waiter's client on its own channel, "{prefix:name}:wake:<client id>",
+ * so a release wakes one process, not every process waiting for the lock.
+ * All four keys and the channel share one hash tag: one cluster slot.
+ *
+ * While a name is calm (m->calm), the acquisition and the last release go
+ * in a fast form that carries only what the uncontended case reads: three
+ * keys and three arguments, one key and one. Each key and argument costs
+ * Redis time on every call (docs/performance.md). The uncontended pair is
+ * then five commands in Redis (EXISTS, INCR, SET; GET, DEL) and two
+ * integer answers.
  *
  * It is the one layout that can be held over a quorum of copies
  * (Redlock): its acquire script takes a plain attempt, and its tokens can
@@ -26,11 +31,10 @@
 
 static int names(rlock_mutex *m, const char *prefix)
 {
-    static const char *const suffix[] = {"", ":fence", ":queue", ":qttl",
-                                         ":qinfo"};
+    static const char *const suffix[] = {"", ":fence", ":queue", ":qinfo"};
     int i;
 
-    m->nkeys = 5;
+    m->nkeys = 4;
     for (i = 0; i < m->nkeys; i++)
         if (!(m->keys[i] = rlock__tagged_key(prefix, m->name, m->name_len,
                                              suffix[i], &m->key_lens[i])))
@@ -46,7 +50,7 @@ static size_t owner(const rlock_client *c, uint64_t no,
     return rlock__owner_plain(c->id, c->who, no, buf);
 }
 
-/* The first n keys: lock, fence, queue, qttl, qinfo. */
+/* The first n keys: lock, fence, queue, qinfo. */
 static void keys(const rlock_mutex *m, int n, rlock__req *r)
 {
     int i;
@@ -56,13 +60,13 @@ static void keys(const rlock_mutex *m, int n, rlock__req *r)
 }
 
 /* Fast form: KEYS lock, fence, queue; ARGV owner, lease_ms, nonce. Full:
- * the five keys; ARGV owner, lease_ms, nonce, mode, waiter_ttl_ms, and
+ * the four keys; ARGV owner, lease_ms, nonce, mode, waiter_ttl_ms, and
  * for a re-entry count and token. */
 static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 {
     rlock__req_init(r, a->fast ? &rlock__lua_native_acquire_fast
                                : &rlock__lua_native_acquire);
-    keys(m, a->fast ? 3 : 5, r);
+    keys(m, a->fast ? 3 : 4, r);
     rlock__req_arg(r, a->owner, a->owner_len);
     rlock__req_argi(r, a->lease_ms);
     rlock__req_argu(r, a->nonce);
@@ -77,7 +81,7 @@ static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 }
 
 /* Fast form (the last level): KEYS lock; ARGV "<owner> <token> " (how
- * the hold's value starts). Full: the five keys; ARGV that, count. */
+ * the hold's value starts). Full: the four keys; ARGV that, count. */
 static void release(const rlock_mutex *m, const char *o, size_t len,
                     uint64_t token, int64_t count, int fast, rlock__req *r)
 {
@@ -87,7 +91,7 @@ static void release(const rlock_mutex *m, const char *o, size_t len,
 
     rlock__req_init(r, fast ? &rlock__lua_native_release_fast
                             : &rlock__lua_native_release);
-    keys(m, fast ? 1 : 5, r);
+    keys(m, fast ? 1 : 4, r);
     rlock__req_argcopy(r, start, (size_t)n);
     if (!fast)
         rlock__req_argi(r, count);
@@ -104,7 +108,7 @@ static void cancel(const rlock_mutex *m, const char *o, size_t len,
                    uint64_t nonce, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_cancel);
-    keys(m, 5, r);
+    keys(m, 4, r);
     rlock__req_arg(r, o, len);
     rlock__req_argu(r, nonce);
 }
@@ -124,13 +128,13 @@ static void retoken(const rlock_mutex *m, const char *o, size_t len,
 static void status(const rlock_mutex *m, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_status);
-    keys(m, 5, r);
+    keys(m, 4, r);
 }
 
 static void force(const rlock_mutex *m, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_force);
-    keys(m, 5, r);
+    keys(m, 4, r);
 }
 
 /* "<wake channel>:<client id>": this client's channel for m's lock. */

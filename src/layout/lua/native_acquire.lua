@@ -43,13 +43,17 @@ local function clock()
   if not now then now = now_ms() end
   return now
 end
+-- Joins the queue, or refreshes this owner's place in it (its deadline,
+-- and the lease and nonce a grant is for). The queue's keys outlive the
+-- last place by a second, so a queue nobody refreshes goes by itself.
 local function enqueue()
   local ttl = tonumber(ARGV[5])
-  if redis.call('ZADD', KEYS[4], clock() + ttl, owner) == 1 then
+  local e = string.format('%.0f', clock() + ttl) .. ' ' .. lease .. ' ' ..
+            nonce
+  if redis.call('HSET', KEYS[4], owner, e) == 1 then
     redis.call('RPUSH', KEYS[3], owner)
   end
-  redis.call('HSET', KEYS[5], owner, lease .. ' ' .. nonce)
-  for i = 3, 5 do
+  for i = 3, 4 do
     if redis.call('PTTL', KEYS[i]) < ttl + 1000 then
       redis.call('PEXPIRE', KEYS[i], ttl + 1000)
     end
@@ -72,7 +76,7 @@ if head and head ~= owner then
   grant_head()
   return {0, redis.call('PTTL', KEYS[1])}
 end
-if head then dequeue(owner) end
+if head then dequeue(owner, true) end
 local token = next_token()
 redis.call('SET', KEYS[1], value(owner, token, nonce, 1, queued()), 'PX',
            lease)

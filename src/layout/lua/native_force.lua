@@ -8,7 +8,7 @@
 --! include native_shape.lua
 local o, tok, _, cnt = parse(redis.call('GET', KEYS[1]))
 if not o then return false end
-redis.call('DEL', KEYS[1])
-local e = grant_head()
+local granted, e = grant_head()
+if not granted then redis.call('DEL', KEYS[1]) end
 if e then return {o, cnt, tok, '', e} end
 return {o, cnt, tok}

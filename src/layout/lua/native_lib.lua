@@ -10,14 +10,15 @@
 --                  need not look at the queue
 --   KEYS[2] fence  fencing token counter, never expires
 --   KEYS[3] queue  list of waiting owners, oldest first
---   KEYS[4] qttl   zset waiting owner -> deadline in server milliseconds
---   KEYS[5] qinfo  hash waiting owner -> "lease_ms nonce" for its grant
+--   KEYS[4] qinfo  hash waiting owner -> "<deadline> <lease_ms> <nonce>":
+--                  when its place runs out (server milliseconds), and the
+--                  lease and acquisition a grant is for
 --
 -- The wake channel is the lock key's name followed by ":wake" (a channel
 -- is not a key: it is derived here, not passed). Times compared inside a
--- script come from the server's own clock (TIME),
--- so client clocks never matter; only the order and liveness of waiters
--- depend on it, never mutual exclusion.
+-- script come from the server's own clock (TIME), so client clocks never
+-- matter; only the order and liveness of waiters depend on it, never
+-- mutual exclusion.
 --
 -- replicate_commands() lets Redis 5 and 6 accept writes after TIME; Redis
 -- 7 always replicates effects.
@@ -34,6 +35,12 @@ end
 local function parse(v)
   return string.match(v or '', '^(%S+) (%d+) (%d+) (%d+) ([01])$')
 end
+-- A waiter's entry: deadline, lease_ms, nonce (numbers; nil if absent).
+local function entry(who)
+  local e = redis.call('HGET', KEYS[4], who)
+  local dl, lease, nonce = string.match(e or '', '^(%d+) (%d+) (%d+)$')
+  return tonumber(dl), tonumber(lease), nonce
+end
 -- The next fencing token, as the exact decimal text. A missing counter (a
 -- new name, a Redis that restarted without persistence, an evicted or
 -- deleted key) starts at the server's clock in microseconds: greater than
@@ -48,22 +55,26 @@ local function next_token()
   redis.call('SET', KEYS[2], seed)
   return seed
 end
--- Takes a waiter out of the queue.
-local function dequeue(who)
-  redis.call('LREM', KEYS[3], 0, who)
-  redis.call('ZREM', KEYS[4], who)
-  redis.call('HDEL', KEYS[5], who)
+-- Takes a waiter out of the queue (the head: LPOP, not a scan).
+local function dequeue(who, head)
+  if head then
+    redis.call('LPOP', KEYS[3])
+  else
+    redis.call('LREM', KEYS[3], 0, who)
+  end
+  redis.call('HDEL', KEYS[4], who)
 end
 -- Drops waiters at the head whose place expired; returns the first live
--- one and its deadline.
-local function live_head(now)
-  while true do
-    local head = redis.call('LINDEX', KEYS[3], 0)
-    if not head then return nil end
-    local dl = redis.call('ZSCORE', KEYS[4], head)
-    if dl and tonumber(dl) > now then return head, tonumber(dl) end
-    dequeue(head)
+-- one, its deadline, lease and nonce. head: the head, if read already.
+local function live_head(now, head)
+  head = head or redis.call('LINDEX', KEYS[3], 0)
+  while head do
+    local dl, lease, nonce = entry(head)
+    if dl and dl > now then return head, dl, lease, nonce end
+    dequeue(head, true)
+    head = redis.call('LINDEX', KEYS[3], 0)
   end
+  return nil
 end
 -- Whether anybody is queued (the holder's waiters flag).
 local function queued()
@@ -81,25 +92,26 @@ local function notify(who, msg)
   if type(r) == 'table' and r.err then return r.err end
   return nil
 end
--- The lock is free: hand it to the first live waiter. The grant's lease
--- is the waiter's own, but no longer than its place in the queue had
--- left, so a waiter that died holds up others no longer than its place
--- would have. The message tells the waiter its token, the nonce of the
--- wait it granted, and the lease granted. Returns the notification's
--- error, if it failed.
+-- The lock is free (its key gone or about to be replaced): hand it to the
+-- first live waiter. The grant's lease is the waiter's own, but no longer
+-- than its place in the queue had left, so a waiter that died holds up
+-- others no longer than its place would have. The message tells the
+-- waiter its token, the nonce of the wait it granted, and the lease
+-- granted. Returns whether it was handed over, and the notification's
+-- error if that failed.
 local function grant_head()
-  if redis.call('EXISTS', KEYS[3]) == 0 then return nil end
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  if not head then return false end
   local now = now_ms()
-  local head, dl = live_head(now)
-  if not head then return nil end
-  local info = redis.call('HGET', KEYS[5], head) or ''
-  local lease, nonce = string.match(info, '^(%d+) (%d+)$')
-  dequeue(head)
-  local grant = math.min(tonumber(lease) or (dl - now), dl - now)
+  local dl, lease, nonce
+  head, dl, lease, nonce = live_head(now, head)
+  if not head then return false end
+  dequeue(head, true)
+  local grant = math.min(lease or (dl - now), dl - now)
   nonce = nonce or '0'
   local token = next_token()
   redis.call('SET', KEYS[1], value(head, token, nonce, 1, queued()), 'PX',
              grant)
-  return notify(head, head .. ' ' .. token .. ' ' .. nonce ..
-                ' ' .. grant)
+  return true, notify(head, head .. ' ' .. token .. ' ' .. nonce .. ' ' ..
+                      grant)
 end

@@ -15,7 +15,9 @@ if n > 0 then
   redis.call('SET', KEYS[1], value(o, tok, non, n, w), 'KEEPTTL')
   return n
 end
-redis.call('DEL', KEYS[1])
-local e = grant_head()
+-- The last level: the lock goes to the first live waiter (replacing the
+-- key), or away.
+local granted, e = grant_head()
+if not granted then redis.call('DEL', KEYS[1]) end
 if e then return {0, e} end
 return 0

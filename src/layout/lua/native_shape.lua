@@ -5,10 +5,10 @@
 -- and the lock key is a string "<owner> <token> <nonce> <count> <w>" with
 -- an expiry (every hold has a lease).
 local function not_a_lock()
-  local want = {'string', 'string', 'list', 'zset', 'hash'}
+  local want = {'string', 'string', 'list', 'hash'}
   local role = {'lock key', 'fencing counter', 'queue key',
-                'queue deadline key', 'queue grant key'}
-  for i = 1, 5 do
+                'queue entries key'}
+  for i = 1, 4 do
     local t = redis.call('TYPE', KEYS[i]).ok
     if t ~= 'none' and t ~= want[i] then
       return 'its ' .. role[i] .. ' is a ' .. t

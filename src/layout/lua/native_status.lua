@@ -10,7 +10,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local o, tok, _, cnt = parse(redis.call('GET', KEYS[1]))
 local waiting = 0
 for _, w in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-  local dl = redis.call('ZSCORE', KEYS[4], w)
+  local dl = string.match(redis.call('HGET', KEYS[4], w) or '', '^(%d+) ')
   if dl and tonumber(dl) > now then waiting = waiting + 1 end
 end
 return {o or '', cnt or '0', tok or '0',
