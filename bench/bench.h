@@ -45,9 +45,13 @@ long long server_info_field(redisContext *raw, const char *section,
                             const char *field);
 /* EVALSHA calls so far (INFO commandstats). */
 long long server_evalsha_calls(redisContext *raw);
-/* Microseconds Redis has spent running commands, INFO excluded, or -1
- * (a command run by a script is counted in the script and again alone). */
-long long server_command_usec(redisContext *raw);
+/* Microseconds Redis has spent running scripts (EVAL, EVALSHA, FCALL and
+ * their _RO forms, each with what it runs, counted once) and running SET
+ * (called by a client or by a script), from one INFO commandstats; 0, or
+ * -1. rlock sends only scripts; the floor sends SET and a script that
+ * runs no SET: so each side's requests are timed exactly once. */
+int server_request_usec(redisContext *raw, long long *scripts,
+                        long long *set);
 /* CPU time, user and system, of the server's main thread in microseconds
  * (INFO cpu), or -1: everything Redis does for a request, reading it,
  * running it and writing the reply. */

@@ -7,8 +7,8 @@
  * acquisitions, and, in a separate run watched by MONITOR, the commands
  * clients send per acquisition (lines of commands run inside scripts are
  * marked "lua" and not counted; INFO's totals would count them).
- * Targets at W = 8, 1 ms: max wait <= 30 ms, min/max >= 0.9, <= 3
- * commands, throughput >= 0.95 x W = 1.
+ * Targets at W = 8, 1 ms: max wait <= 10 ms, min/max >= 0.9, <= 2.05
+ * commands, throughput >= 0.97 x W = 1.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -40,32 +40,6 @@ long long server_evalsha_calls(redisContext *raw)
     return v;
 }
 
-/* The sum of usec= over every command but INFO itself. Redis counts the
- * time a command (a whole script, for EVALSHA) runs, not reading the
- * request or writing the reply; and a command a script runs is counted
- * twice, in the script's time and again under its own name. */
-long long server_command_usec(redisContext *raw)
-{
-    redisReply *r = redisCommand(raw, "INFO commandstats");
-    long long total = 0;
-    const char *p;
-
-    if (!r || r->type != REDIS_REPLY_STRING) {
-        if (r)
-            freeReplyObject(r);
-        return -1;
-    }
-    for (p = strstr(r->str, "cmdstat_"); p; p = strstr(p + 1, "cmdstat_")) {
-        const char *u = strstr(p, ",usec=");
-        const char *eol = strchr(p, '\n');
-        if (strncmp(p, "cmdstat_info:", 13) == 0 || !u || (eol && u > eol))
-            continue;
-        total += atoll(u + 6);
-    }
-    freeReplyObject(r);
-    return total;
-}
-
 /* A number after "\nfield:" in an INFO reply, or -1 if absent. */
 static double info_double(const char *text, const char *field)
 {
@@ -95,4 +69,38 @@ long long server_cpu_usec(redisContext *raw)
     if (r)
         freeReplyObject(r);
     return user < 0 || sys < 0 ? -1 : (long long)((user + sys) * 1e6 + 0.5);
+}
+
+/* usec= of one command's line of INFO commandstats text (0 if absent). */
+static long long cmd_usec(const char *text, const char *cmd)
+{
+    char key[64];
+    const char *p, *u, *eol;
+
+    snprintf(key, sizeof key, "\ncmdstat_%s:", cmd);
+    if (!(p = strstr(text, key)))
+        return 0;
+    u = strstr(p, ",usec=");
+    eol = strchr(p + 1, '\n');
+    return u && (!eol || u < eol) ? atoll(u + 6) : 0;
+}
+
+int server_request_usec(redisContext *raw, long long *scripts, long long *set)
+{
+    static const char *const names[] = {"eval",       "evalsha", "eval_ro",
+                                        "evalsha_ro", "fcall",   "fcall_ro"};
+    redisReply *r = redisCommand(raw, "INFO commandstats");
+    size_t i;
+
+    *scripts = *set = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        *scripts += cmd_usec(r->str, names[i]);
+    *set = cmd_usec(r->str, "set");
+    freeReplyObject(r);
+    return 0;
 }
