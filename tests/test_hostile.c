@@ -161,6 +161,68 @@ TEST(a_hostile_server_cannot_hold_a_call_past_its_deadline_or_grow_memory)
     CHECK_INT(peak_rss_kb() - rss0, <, 64 * 1024);
 }
 
+/* A longer deadline, so that a call taking twice its deadline shows
+ * beyond the busy machine's margin: a wait that slept in recv(2) for most
+ * of the deadline and then polled for the whole of it again took 4 s. */
+TEST(a_call_to_a_silent_server_ends_at_its_deadline_not_twice_it)
+{
+    rt_fake *f = rt_fake_start(RT_FAKE_STALL, 0);
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+    int k;
+
+    rlock_client_opts_init(&o);
+    o.command_timeout_ms = 2000;
+    o.use_pubsub = 0;
+    c = rt_client(rt_fake_url(f), &o);
+    m = rt_mutex(c, "silent", NULL);
+    for (k = 0; k < 2; k++) {
+        int64_t t0 = rt_now_ms();
+        int rc = rlock_mutex_trylock(m);
+        int64_t took = rt_now_ms() - t0;
+
+        CHECK_RC(rc, RLOCK_ENOREPLY);
+        CHECK_INT(took, >=, 1900);
+        CHECK_INT(took, <, 3300);
+    }
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_fake_stop(f);
+}
+
+/* Each timed-out attempt leaves an undo that the background thread sends
+ * until Redis confirms it or the attempt's lease is over (here 30 s).
+ * Against a server that never answers, each send takes a whole timeout;
+ * with more than one undo queued, the step that sent them never ended
+ * (each came due again while the others were sent), so closing the
+ * client waited for the lease, and renewals due meanwhile waited too. */
+TEST(undos_a_silent_server_never_confirms_do_not_hold_up_close)
+{
+    rt_fake *f = rt_fake_start(RT_FAKE_STALL, 0);
+    static const char *const names[] = {"undo-a", "undo-b", "undo-c"};
+    rlock_client_opts o;
+    rlock_client *c;
+    int64_t t0;
+    size_t i;
+
+    short_deadlines(&o);
+    o.use_pubsub = 0;
+    o.watchdog_lease_ms = 30000;
+    c = rt_client(rt_fake_url(f), &o);
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        rlock_mutex *m = rt_mutex(c, names[i], NULL);
+
+        CHECK_RC(rlock_mutex_trylock(m), RLOCK_ENOREPLY);
+        rlock_mutex_free(m);
+    }
+    rt_sleep_ms(1500); /* the undos are sent, time out, come due again */
+    t0 = rt_now_ms();
+    rlock_client_close(c);
+    CHECK_INT(rt_now_ms() - t0, <, DEADLINE_MS + MARGIN_MS);
+    rt_fake_stop(f);
+}
+
 /* ---- two holders through a trickling path ------------------------------ */
 
 static atomic_llong lost_at_ms;

@@ -132,19 +132,33 @@ static int send(rlock_client *c, rlock__cleanup *j, int64_t bound)
     return again;
 }
 
+/*
+ * Sends each undo that was due when the step began, once. Against a
+ * server that does not answer, each send takes a whole request timeout:
+ * an undo that came due again meanwhile waits for the next step, and the
+ * step ends early when the client is closing or other work (a renewal) is
+ * due, so that neither the watchdog nor rlock_client_close waits for a
+ * queue of undos that keep failing (they did, for up to a lease).
+ */
 void rlock__cleanup_step(rlock_client *c, int64_t *next)
 {
-    int64_t now = rlock__now_ns();
+    const int64_t began = rlock__now_ns();
+    int64_t now = began;
     rlock__cleanup **p = &c->bg->cleanups, *j;
 
     while ((j = *p) != NULL) {
         int64_t bound;
         int again;
 
-        if (j->next_at > now) {
+        if (j->next_at > began) {
             *next = rlock__earlier(*next, j->next_at);
             p = &j->next;
             continue;
+        }
+        if (c->bg->stop || (now > began && *next <= now)) {
+            /* Still due: the loop comes back at once. */
+            *next = now;
+            return;
         }
         *p = j->next; /* taken off the list while mu is released */
         bound = rlock__bg_bound(c);

@@ -969,11 +969,13 @@ int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
         }
         if (nfds == 0)
             return RLOCK_OK;
-        ms = ms_until(deadline_ns);
-        if (ms == 0)
+        if (ms_until(deadline_ns) == 0)
             return RLOCK_ENOREPLY;
         if (nfds == 1 && !buffered && wait_one(conns[map[0]], deadline_ns))
             continue;
+        /* Counted after wait_one, which may have slept most of it. */
+        if ((ms = ms_until(deadline_ns)) == 0)
+            return RLOCK_ENOREPLY;
         /* Data a TLS layer holds already is served without waiting. */
         r = poll(fds, (nfds_t)nfds, buffered ? 0 : ms);
         if (r < 0 && errno != EINTR)
