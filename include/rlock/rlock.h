@@ -319,7 +319,11 @@ RLOCK_API rlock_client *rlock_client_open(const char *url,
 /*
  * Closes the client: stops its background thread (no renewal happens after
  * this returns), closes its connections and frees it. Locks still held are
- * not released; their keys expire when their leases end. Mutexes created on
+ * not released; their keys expire when their leases end. Undos of timed-out
+ * attempts still queued are dropped (what they would remove expires with
+ * its lease). Returns within about one command_timeout_ms even when a
+ * server does not answer (the request the background thread has in
+ * flight). Mutexes created on
  * this client must be freed before (rlock_mutex_free), and no other thread
  * may be using the client. NULL is a no-op.
  */
