@@ -89,8 +89,10 @@ static int tally(const rlock_client *c, const rlock__results *res,
 }
 
 /* Sends one batch; mu is released meanwhile. t_step: when the step that
- * collected it began. */
-static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
+ * collected it began; bound: the round trip's deadline (rlock__bg_bound,
+ * a walk of every hold, so computed once per step). */
+static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
+                        int64_t bound)
 {
     rlock__results res;
     rlock__call call;
@@ -103,7 +105,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step)
     for (i = 0; i < n; i++)
         if (rn[i].replicas > replicas)
             replicas = rn[i].replicas;
-    rlock__call_init(&call, rlock__bg_bound(c));
+    rlock__call_init(&call, bound);
     pthread_mutex_unlock(&c->mu);
 
     rlock__req_init(&req, rn[0].script);
@@ -178,6 +180,7 @@ static void renew_due(rlock_client *c)
     renewal *rn = NULL;
     rlock__hold *h;
     int n = 0, cap = 0, off, mixed = 0;
+    int64_t bound;
     int64_t now = rlock__now_ns();
 
     /* One walk collects every hold that is due or will be within half a
@@ -219,12 +222,13 @@ static void renew_due(rlock_client *c)
         mixed |= by_group(&rn[off], &rn[0]) != 0;
     if (mixed)
         qsort(rn, (size_t)n, sizeof *rn, by_group);
+    bound = n > 0 ? rlock__bg_bound(c) : 0;
     for (off = 0; off < n;) {
         int len = 1;
         while (off + len < n && len < RENEW_BATCH &&
                by_group(&rn[off + len], &rn[off]) == 0)
             len++;
-        renew_batch(c, rn + off, len, now);
+        renew_batch(c, rn + off, len, now, bound);
         off += len;
     }
     while (n-- > 0)
