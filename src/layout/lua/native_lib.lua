@@ -20,14 +20,10 @@
 -- matter; only the order and liveness of waiters depend on it, never
 -- mutual exclusion.
 --
--- replicate_commands() lets Redis 5 and 6 accept writes after TIME; Redis
--- 7 always replicates effects.
-if redis.replicate_commands then redis.replicate_commands() end
+-- fence.lua: replicate_commands(), now_ms() and next_token(), which
+-- every layout's acquisition shares (KEYS[2] is the counter here too).
+--! include fence.lua
 local channel = KEYS[1] .. ':wake'
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 -- The lock's value, and its fields.
 local function value(owner, token, nonce, count, w)
   return owner .. ' ' .. token .. ' ' .. nonce .. ' ' .. count .. ' ' .. w
@@ -40,20 +36,6 @@ local function entry(who)
   local e = redis.call('HGET', KEYS[4], who)
   local dl, lease, nonce = string.match(e or '', '^(%d+) (%d+) (%d+)$')
   return tonumber(dl), tonumber(lease), nonce
-end
--- The next fencing token, as the exact decimal text. A missing counter (a
--- new name, a Redis that restarted without persistence, an evicted or
--- deleted key) starts at the server's clock in microseconds: greater than
--- every token handed out before, unless that clock stepped back or tokens
--- were drawn faster than one per microsecond on average. (%.0f, not
--- tostring: Lua would print 16 digits as 1.7e+15; exact below 2^53.)
-local function next_token()
-  local n = redis.call('INCR', KEYS[2])
-  if n ~= 1 then return string.format('%.0f', n) end
-  local t = redis.call('TIME')
-  local seed = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('SET', KEYS[2], seed)
-  return seed
 end
 -- Takes a waiter out of the queue (the head: LPOP, not a scan).
 local function dequeue(who, head)

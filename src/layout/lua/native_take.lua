@@ -9,7 +9,7 @@ if ARGV[4] ~= 'r' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   local t = redis.call('INCR', KEYS[2])
   if t == 1 then
     -- A new counter starts at the server's clock in microseconds (see
-    -- next_token in native_lib.lua).
+    -- next_token in fence.lua).
     local tm = redis.call('TIME')
     t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
     redis.call('SET', KEYS[2], string.format('%.0f', t))
