@@ -322,19 +322,15 @@ static void settle_owing(rlock__node *n)
     }
 }
 
-/* A connection for a request: 1 and *out, an idle one; 0, none idle but
- * room to open one (counted already); -1, all are in use (mu held). */
+/* A connection for a request: 1 and *out, an idle one (not yet looked
+ * at: see leg_conn); 0, none idle but room to open one (counted already);
+ * -1, all are in use (mu held). */
 static int pool_take(rlock__node *n, rlock__conn **out)
 {
     settle_owing(n);
-    while (n->nidle > 0) {
-        rlock__conn *c = n->idle[--n->nidle];
-        if (rlock__conn_idle_ok(c)) {
-            *out = c;
-            return 1;
-        }
-        rlock__conn_close(c);
-        n->nopen--;
+    if (n->nidle > 0) {
+        *out = n->idle[--n->nidle];
+        return 1;
     }
     if (n->nopen < n->cfg->max_connections) {
         n->nopen++;
@@ -518,11 +514,21 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
     int got, rc;
 
     pthread_mutex_lock(&n->mu);
-    got = pool_wait(n, &l->conn, deadline_ns);
-    l->gen = n->gen;
-    if (got > 0) {
+    for (;;) {
+        got = pool_wait(n, &l->conn, deadline_ns);
+        l->gen = n->gen;
+        if (got <= 0)
+            break;
+        /* An idle connection is looked at (a poll) outside mu: threads
+         * of one client share the pool, and a system call inside the
+         * lock made them queue behind each other on every request. */
         pthread_mutex_unlock(&n->mu);
-        return RLOCK_OK;
+        if (rlock__conn_idle_ok(l->conn))
+            return RLOCK_OK;
+        rlock__conn_close(l->conn);
+        l->conn = NULL;
+        pthread_mutex_lock(&n->mu);
+        n->nopen--;
     }
     if (got < 0) {
         pthread_mutex_unlock(&n->mu);
