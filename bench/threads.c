@@ -2,19 +2,35 @@
 /*
  * Scenario "threads": T threads of one client, each on a name of its own,
  * against the floor with T connections (T = 1, 2, 4, 8). Aggregate pairs
- * per second; runs of the two alternate (target: rlock >= 0.9 x floor).
+ * per second; runs alternate (target: rlock >= 0.9 x floor).
+ *
+ * A third side tells where a gap comes from: T raw hiredis connections
+ * sending rlock's own fast acquire and release scripts (the bytes the
+ * library embeds), with none of the library around them. rlock against
+ * it is the client's cost; it against the floor is the protocol's, paid
+ * on the server. Each side's Redis CPU per pair (INFO cpu, main thread)
+ * and the bench process's CPU per pair (getrusage) are reported too.
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include "bench.h"
+#include "layout/scripts.h"
 
 #define MAX_T 8
+#define ROUNDS 3
+
+enum side { RLOCK, SCRIPTS, FLOOR, SIDES };
+
+static const char *const side_name[SIDES] = {"rlock", "scripts", "floor"};
 
 struct runner {
-    rlock_mutex *m;    /* rlock run */
-    redisContext *raw; /* floor run */
-    char key[32];
+    rlock_mutex *m;    /* rlock */
+    redisContext *raw; /* scripts and floor */
+    char key[32];      /* floor */
+    char lock[40], fence[64], queue[64], owner[48]; /* scripts */
     double until;
     long pairs;
     int failed;
@@ -27,6 +43,48 @@ static void *rlock_runner(void *p)
     while (bench_now() < r->until) {
         if (rlock_mutex_lock(r->m) != RLOCK_OK ||
             rlock_mutex_unlock(r->m) != RLOCK_OK) {
+            r->failed = 1;
+            break;
+        }
+        r->pairs++;
+    }
+    return NULL;
+}
+
+/* rlock's fast forms, as the native layout sends them on a calm name:
+ * acquire (lock, fence, queue; owner, lease, nonce) answers the token,
+ * release ("<owner> <token> ") answers 0. */
+static int scripts_pair(struct runner *r)
+{
+    const rlock__script *acq = &rlock__lua_native_acquire_fast;
+    const rlock__script *rel = &rlock__lua_native_release_fast;
+    redisReply *x;
+    char prefix[96];
+    long long token;
+
+    x = redisCommand(r->raw, "EVALSHA %s 3 %s %s %s %s 30000 1", acq->sha,
+                     r->lock, r->fence, r->queue, r->owner);
+    if (!x || x->type != REDIS_REPLY_INTEGER || x->integer <= 0) {
+        if (x)
+            freeReplyObject(x);
+        return -1;
+    }
+    token = x->integer;
+    freeReplyObject(x);
+    snprintf(prefix, sizeof prefix, "%s %lld ", r->owner, token);
+    x = redisCommand(r->raw, "EVALSHA %s 1 %s %s", rel->sha, r->lock, prefix);
+    token = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -1;
+    if (x)
+        freeReplyObject(x);
+    return token == 0 ? 0 : -1;
+}
+
+static void *scripts_runner(void *p)
+{
+    struct runner *r = p;
+
+    while (bench_now() < r->until) {
+        if (scripts_pair(r) != 0) {
             r->failed = 1;
             break;
         }
@@ -49,85 +107,168 @@ static void *floor_runner(void *p)
     return NULL;
 }
 
-/* Runs T threads of fn for the bench's time; pairs per second, or -1. */
-static double run(bench *b, struct runner *rs, int t, void *(*fn)(void *))
+static void *(*const side_fn[SIDES])(void *) = {rlock_runner, scripts_runner,
+                                                floor_runner};
+
+/* Loads rlock's two fast scripts on c (a raw connection); 0 or -1. */
+static int load_scripts(redisContext *c)
+{
+    const rlock__script *s[2] = {&rlock__lua_native_acquire_fast,
+                                 &rlock__lua_native_release_fast};
+    int i, ok = 1;
+
+    for (i = 0; i < 2 && ok; i++) {
+        redisReply *x = redisCommand(c, "SCRIPT LOAD %b", s[i]->body, s[i]->len);
+        ok = x && x->type == REDIS_REPLY_STRING && x->len == 40 &&
+             memcmp(x->str, s[i]->sha, 40) == 0;
+        if (x)
+            freeReplyObject(x);
+    }
+    return ok ? 0 : -1;
+}
+
+static double cpu_usec(void)
+{
+    struct rusage u;
+
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct tally {
+    double pairs, secs, client_us, redis_us;
+};
+
+/* Runs T threads of one side for secs; adds to *t. 0, or -1. */
+static int run(redisContext *info, struct runner *rs, int t, enum side s,
+               double secs, struct tally *tl)
 {
     pthread_t th[MAX_T];
-    double t0 = bench_now(), until = t0 + b->seconds / 2;
+    double t0 = bench_now(), until = t0 + secs, c0 = cpu_usec();
+    long long r0 = server_cpu_usec(info), r1;
     long total = 0;
     int i, failed = 0;
 
     for (i = 0; i < t; i++) {
         rs[i].until = until;
         rs[i].pairs = 0;
-        pthread_create(&th[i], NULL, fn, &rs[i]);
+        pthread_create(&th[i], NULL, side_fn[s], &rs[i]);
     }
     for (i = 0; i < t; i++) {
         pthread_join(th[i], NULL);
         total += rs[i].pairs;
         failed |= rs[i].failed;
     }
-    return failed ? -1 : (double)total / (bench_now() - t0);
+    tl->secs += bench_now() - t0;
+    tl->client_us += cpu_usec() - c0;
+    r1 = server_cpu_usec(info);
+    tl->redis_us += r0 >= 0 && r1 >= r0 ? (double)(r1 - r0) : 0;
+    tl->pairs += (double)total;
+    return failed ? -1 : 0;
+}
+
+static int set_up(bench *b, rlock_client *c, struct runner *rs, int t)
+{
+    int i, err, rc = 0;
+
+    for (i = 0; i < t; i++) {
+        char name[32];
+
+        snprintf(name, sizeof name, "bench:threads:%d", i);
+        snprintf(rs[i].key, sizeof rs[i].key, "bench:floor:%d", i);
+        snprintf(rs[i].lock, sizeof rs[i].lock, "{rlock:bench:scripts:%d}", i);
+        snprintf(rs[i].fence, sizeof rs[i].fence, "%s:fence", rs[i].lock);
+        snprintf(rs[i].queue, sizeof rs[i].queue, "%s:queue", rs[i].lock);
+        snprintf(rs[i].owner, sizeof rs[i].owner, "bench-scripts:%d", i);
+        rs[i].m = rlock_mutex_new(c, name, NULL, &err);
+        rs[i].raw = floor_connect(b->url);
+        rs[i].failed = 0;
+        if (!rs[i].m || !rs[i].raw || load_scripts(rs[i].raw) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+static void report(bench *b, int t, const struct tally *tl)
+{
+    double per_s[SIDES];
+    int s;
+
+    for (s = 0; s < SIDES; s++)
+        per_s[s] = tl[s].pairs / tl[s].secs;
+    fprintf(b->out,
+            "  T=%d  rlock %7.0f  scripts %7.0f  floor %7.0f pairs/s  "
+            "ratio %.3f (target >= 0.9; scripts/floor %.3f)\n",
+            t, per_s[RLOCK], per_s[SCRIPTS], per_s[FLOOR],
+            per_s[RLOCK] / per_s[FLOOR], per_s[SCRIPTS] / per_s[FLOOR]);
+    fprintf(b->out, "        us/pair Redis CPU");
+    for (s = 0; s < SIDES; s++)
+        fprintf(b->out, " %s %.1f", side_name[s], tl[s].redis_us / tl[s].pairs);
+    fprintf(b->out, "; client CPU");
+    for (s = 0; s < SIDES; s++)
+        fprintf(b->out, " %s %.1f", side_name[s],
+                tl[s].client_us / tl[s].pairs);
+    fprintf(b->out, "\n");
+    report_open(b, "threads");
+    report_num(b, "threads", t);
+    report_num(b, "rlock_pairs_per_s", per_s[RLOCK]);
+    report_num(b, "scripts_pairs_per_s", per_s[SCRIPTS]);
+    report_num(b, "floor_pairs_per_s", per_s[FLOOR]);
+    report_num(b, "ratio", per_s[RLOCK] / per_s[FLOOR]);
+    report_num(b, "scripts_ratio", per_s[SCRIPTS] / per_s[FLOOR]);
+    for (s = 0; s < SIDES; s++) {
+        char key[48];
+
+        snprintf(key, sizeof key, "%s_redis_us_per_pair", side_name[s]);
+        report_num(b, key, tl[s].redis_us / tl[s].pairs);
+        snprintf(key, sizeof key, "%s_client_us_per_pair", side_name[s]);
+        report_num(b, key, tl[s].client_us / tl[s].pairs);
+    }
+    report_close(b);
 }
 
 int scenario_threads(bench *b)
 {
     static const int ts[] = {1, 2, 4, 8};
     struct runner rs[MAX_T];
+    redisContext *info = floor_connect(b->url);
     size_t k;
-    int rc = 0;
+    int rc = info ? 0 : 1;
 
     fprintf(b->out,
-            "threads: T threads, a name each, one client (T connections) vs "
-            "the floor on T connections; %.1f s each\n",
-            b->seconds);
+            "threads: T threads, a name each, one client (T connections); "
+            "rlock's scripts over T raw connections; the floor on T "
+            "connections; %d alternating rounds, %.1f s each side\n",
+            ROUNDS, b->seconds);
     for (k = 0; k < sizeof ts / sizeof ts[0] && rc == 0; k++) {
-        int t = ts[k], i, err, round;
+        int t = ts[k], i, err, round, s;
+        struct tally tl[SIDES];
         rlock_client_opts o;
         rlock_client *c;
-        double r_sum = 0, f_sum = 0;
 
+        memset(tl, 0, sizeof tl);
+        memset(rs, 0, sizeof rs);
         rlock_client_opts_init(&o);
         o.max_connections = t;
         c = rlock_client_open(b->url, &o, &err);
         if (!c) {
             fprintf(stderr, "rlock-bench: %s\n", rlock_strerror(err));
+            redisFree(info);
             return 1;
         }
-        for (i = 0; i < t; i++) {
-            char name[32];
-            snprintf(name, sizeof name, "bench:threads:%d", i);
-            snprintf(rs[i].key, sizeof rs[i].key, "bench:floor:%d", i);
-            rs[i].m = rlock_mutex_new(c, name, NULL, &err);
-            rs[i].raw = floor_connect(b->url);
-            rs[i].failed = 0;
-            if (!rs[i].m || !rs[i].raw)
-                rc = 1;
-        }
-        /* Two rounds each, alternating: half the time per run. */
-        for (round = 0; round < 2 && rc == 0; round++) {
-            double r = run(b, rs, t, rlock_runner);
-            double f = run(b, rs, t, floor_runner);
-            if (r < 0 || f < 0)
-                rc = 1;
-            r_sum += r;
-            f_sum += f;
-        }
-        if (rc == 0) {
-            fprintf(b->out,
-                    "  T=%d  rlock %9.0f pairs/s  floor %9.0f pairs/s  "
-                    "ratio %.3f (target >= 0.9)\n",
-                    t, r_sum / 2, f_sum / 2, r_sum / f_sum);
-            report_open(b, "threads");
-            report_num(b, "threads", t);
-            report_num(b, "rlock_pairs_per_s", r_sum / 2);
-            report_num(b, "floor_pairs_per_s", f_sum / 2);
-            report_num(b, "ratio", r_sum / f_sum);
-            report_close(b);
-        } else {
-            fprintf(stderr, "rlock-bench: threads: a lock or the floor "
-                            "failed\n");
-        }
+        if (set_up(b, c, rs, t) != 0)
+            rc = 1;
+        for (round = 0; round < ROUNDS && rc == 0; round++)
+            for (s = 0; s < SIDES && rc == 0; s++)
+                if (run(info, rs, t, (enum side)s, b->seconds / ROUNDS,
+                        &tl[s]) != 0)
+                    rc = 1;
+        if (rc == 0)
+            report(b, t, tl);
+        else
+            fprintf(stderr, "rlock-bench: threads: a lock, a script or the "
+                            "floor failed\n");
         for (i = 0; i < t; i++) {
             if (rs[i].m)
                 rlock_mutex_free(rs[i].m);
@@ -136,5 +277,7 @@ int scenario_threads(bench *b)
         }
         rlock_client_close(c);
     }
+    if (info)
+        redisFree(info);
     return rc;
 }
