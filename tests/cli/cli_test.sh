@@ -796,6 +796,17 @@ case_tls_run_and_ping() {
 
 # The pids a tree wrote to $dir/pids that are still alive.
 alive() { local p; for p in $(cat "$dir/pids" 2>/dev/null); do kill -0 "$p" 2>/dev/null && echo "$p"; done; }
+# Waits (20 s at most) until Redis drops KEY, the lease's end, then fails if
+# any process of the tree is alive at that moment (and kills what is).
+none_alive_at_lease_end() {
+    local t0 left; t0=$(ms)
+    until [ "$(rcli EXISTS "$1")" = 0 ]; do
+        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
+        sleep 0.02
+    done
+    left=$(alive)
+    [ -z "$left" ] || { kill -KILL $left; fail "alive at the lease end: $left"; }
+}
 npids() { [ "$(cat "$dir/pids" 2>/dev/null | wc -l)" -ge "$1" ]; }
 
 # A tree of five processes, each writing its pid to $dir/pids: the shell
@@ -909,12 +920,7 @@ case_sigkill_of_rlock_stops_the_tree_before_the_lease_ends() {
     D=$dir T=''; export D T
     start_tree k stubborn
     kill -KILL $tree_pid
-    local t0; t0=$(ms)
-    until [ "$(rcli EXISTS '{rlock:k}')" = 0 ]; do
-        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
-        sleep 0.02
-    done
-    [ -z "$(alive)" ] || fail "alive at the lease end: $(alive)"
+    none_alive_at_lease_end '{rlock:k}'
     wait $tree_pid 2>/dev/null
     unset RLOCK_WATCHDOG_LEASE
 }
@@ -933,18 +939,12 @@ case_sigkill_of_the_process_group_stops_the_tree() {
         sleep 300 & echo $! >> "$D/pids"
         sleep 300 & echo $! >> "$D/pids"
         wait' 2>"$dir/err" &
-    local pid=$! t0 left
+    local pid=$!
     wait_for 10 npids 3 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
     [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] ||
         fail "rlock run does not lead its process group"
     kill -KILL -- -"$pid"
-    t0=$(ms)
-    until [ "$(rcli EXISTS '{rlock:pg}')" = 0 ]; do
-        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
-        sleep 0.02
-    done
-    left=$(alive)
-    [ -z "$left" ] || { kill -KILL $left; fail "alive at the lease end: $left"; }
+    none_alive_at_lease_end '{rlock:pg}'
     wait "$pid" 2>/dev/null
     unset RLOCK_WATCHDOG_LEASE
 }
@@ -959,19 +959,13 @@ case_sigkill_late_in_a_fixed_lease_stops_the_tree_within_it() {
         trap "" TERM; echo $$ >> "$D/pids"
         sleep 300 & echo $! >> "$D/pids"
         wait' 2>"$dir/err" &
-    local pid=$! t0 left
+    local pid=$!
     wait_for 10 npids 2 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
     # The lock was taken before the tree started: 3 s into the lease at
     # least, a third of it (1.3 s) would outlast it.
     sleep 3
     kill -KILL "$pid"
-    t0=$(ms)
-    until [ "$(rcli EXISTS '{rlock:fl}')" = 0 ]; do
-        [ $(( $(ms) - t0 )) -lt 20000 ] || fail "the lease never ended"
-        sleep 0.02
-    done
-    left=$(alive)
-    [ -z "$left" ] || { kill -KILL $left; fail "alive at the lease end: $left"; }
+    none_alive_at_lease_end '{rlock:fl}'
     wait "$pid" 2>/dev/null
 }
 
