@@ -7,6 +7,14 @@
  * acquisitions, and, in a separate run watched by MONITOR, the commands
  * clients send per acquisition (lines of commands run inside scripts are
  * marked "lua" and not counted; INFO's totals would count them).
+ *
+ * A wait is made of the holds ahead of the waiter and the hand-overs
+ * between them. To tell the lock's share from the work's, every hold is
+ * put on one time line (the clock is CLOCK_MONOTONIC, the same in every
+ * process): how long each hold lasted (the work as the machine ran it),
+ * and the gap from one holder's unlock call to the next holder holding
+ * (the hand-over). A next holder holding before the previous one called
+ * unlock would be two holders at once: counted as an overlap.
  * Targets at W = 8, 1 ms: max wait <= 10 ms, min/max >= 0.9, <= 2.05
  * commands, throughput >= 0.97 x W = 1.
  */
@@ -22,12 +30,17 @@
 #define MAX_W 16
 #define MAX_WAITS 100000
 
+/* One acquisition, in seconds of bench_now(). */
+struct hold {
+    double asked, held, freed; /* lock called, lock returned, unlock called */
+};
+
 /* Shared with the worker processes. */
 struct board {
     int go;
     long count[MAX_W];
     int nwaits[MAX_W];
-    float waits[MAX_W][MAX_WAITS]; /* ms */
+    struct hold holds[MAX_W][MAX_WAITS];
 };
 
 static int worker(const char *url, struct board *sh, int id, double seconds,
@@ -48,14 +61,17 @@ static int worker(const char *url, struct board *sh, int id, double seconds,
         usleep(1000);
     end = bench_now() + seconds;
     while (bench_now() < end) {
-        double t0 = bench_now(), t1;
+        struct hold h;
+
+        h.asked = bench_now();
         if (rlock_mutex_lock(m) != RLOCK_OK)
             return 1;
-        t1 = bench_now();
-        if (sh->nwaits[id] < MAX_WAITS)
-            sh->waits[id][sh->nwaits[id]++] = (float)((t1 - t0) * 1000);
+        h.held = bench_now();
         if (work_us > 0)
             usleep((useconds_t)work_us);
+        h.freed = bench_now();
+        if (sh->nwaits[id] < MAX_WAITS)
+            sh->holds[id][sh->nwaits[id]++] = h;
         if (rlock_mutex_unlock(m) != RLOCK_OK)
             return 1;
         sh->count[id]++;
@@ -102,9 +118,40 @@ static void *monitor_main(void *p)
 }
 
 struct result {
-    double per_s, p50, p99, max;
-    long total, min_w, max_w, commands;
+    double per_s, p50, p99, max;       /* waits, ms */
+    double hold_p50, hold_max;         /* holds, ms */
+    double gap_p50, gap_p99, gap_max;  /* unlock call -> next held, ms */
+    long total, min_w, max_w, commands, overlaps;
 };
+
+static int by_held(const void *a, const void *b)
+{
+    double x = ((const struct hold *)a)->held, y = ((const struct hold *)b)->held;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The time line of every worker's holds: hold lengths, hand-over gaps,
+ * overlaps. hs[0..n) is sorted here; tmp has room for n values. */
+static void time_line(struct hold *hs, long n, double *tmp, struct result *res)
+{
+    long i;
+
+    if (n < 2)
+        return;
+    qsort(hs, (size_t)n, sizeof *hs, by_held);
+    for (i = 0; i < n; i++)
+        tmp[i] = (hs[i].freed - hs[i].held) * 1000;
+    res->hold_p50 = bench_quantile(tmp, (size_t)n, 0.5);
+    res->hold_max = tmp[n - 1];
+    for (i = 1; i < n; i++) {
+        tmp[i - 1] = (hs[i].held - hs[i - 1].freed) * 1000;
+        res->overlaps += tmp[i - 1] < 0;
+    }
+    res->gap_p50 = bench_quantile(tmp, (size_t)n - 1, 0.5);
+    res->gap_p99 = bench_quantile(tmp, (size_t)n - 1, 0.99);
+    res->gap_max = tmp[n - 2];
+}
 
 /* DIR/waits-w<W>-work<US>.dat: each wait (ms, sorted) and the share of
  * waits up to it, for bench/plot.sh. */
@@ -135,6 +182,7 @@ static int run(bench *b, int workers, int work_us, int monitor,
     struct monitor mo = {b->url, 0, 0};
     redisContext *ctl = floor_connect(b->url);
     double seconds = monitor ? b->seconds / 2 : b->seconds, *all;
+    struct hold *hs;
     pthread_t mt;
     pid_t pids[MAX_W];
     long n = 0;
@@ -178,17 +226,23 @@ static int run(bench *b, int workers, int work_us, int monitor,
         n += sh->nwaits[i];
     }
     all = malloc(sizeof *all * (size_t)(n ? n : 1));
+    hs = malloc(sizeof *hs * (size_t)(n ? n : 1));
     n = 0;
-    for (i = 0; all && i < workers; i++)
-        for (j = 0; j < sh->nwaits[i]; j++)
-            all[n++] = sh->waits[i][j];
+    for (i = 0; all && hs && i < workers; i++)
+        for (j = 0; j < sh->nwaits[i]; j++, n++) {
+            hs[n] = sh->holds[i][j];
+            all[n] = (hs[n].held - hs[n].asked) * 1000;
+        }
     res->p50 = all ? bench_quantile(all, (size_t)n, 0.5) : 0;
     res->p99 = all ? bench_quantile(all, (size_t)n, 0.99) : 0;
     res->max = all && n ? all[n - 1] : 0; /* sorted by bench_quantile */
     if (all && n && !monitor && b->plot_dir)
         write_waits(b, workers, work_us, all, n);
+    if (all && hs)
+        time_line(hs, n, all, res);
     res->per_s = (double)res->total / seconds;
     res->commands = mo.commands;
+    free(hs);
     free(all);
     munmap(sh, sizeof *sh);
     return failed || mo.ready < 0 ? -1 : 0;
@@ -225,6 +279,11 @@ int scenario_contended(bench *b)
                     r.min_w, r.max_w,
                     r.max_w ? (double)r.min_w / (double)r.max_w : 0,
                     mr.total ? (double)mr.commands / (double)mr.total : 0);
+            fprintf(b->out,
+                    "        holds p50 %.3f max %.3f ms; unlock -> next holder "
+                    "p50 %.3f p99 %.3f max %.3f ms; overlaps %ld\n",
+                    r.hold_p50, r.hold_max, r.gap_p50, r.gap_p99, r.gap_max,
+                    r.overlaps);
             report_open(b, "contended");
             report_num(b, "workers", w);
             report_num(b, "work_us", works[ki]);
@@ -233,6 +292,12 @@ int scenario_contended(bench *b)
             report_num(b, "wait_p50_ms", r.p50);
             report_num(b, "wait_p99_ms", r.p99);
             report_num(b, "wait_max_ms", r.max);
+            report_num(b, "hold_p50_ms", r.hold_p50);
+            report_num(b, "hold_max_ms", r.hold_max);
+            report_num(b, "handover_p50_ms", r.gap_p50);
+            report_num(b, "handover_p99_ms", r.gap_p99);
+            report_num(b, "handover_max_ms", r.gap_max);
+            report_num(b, "overlaps", (double)r.overlaps);
             report_num(b, "per_worker_min", (double)r.min_w);
             report_num(b, "per_worker_max", (double)r.max_w);
             report_num(b, "commands_per_acquisition",

@@ -5,10 +5,14 @@
  *
  *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [--plot DIR]
  *               [--sync-replicas N] (the uncontended scenario's client)
- *               [SCENARIO...]
+ *               [--pin] [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
- * stops it at the end. Scenarios: uncontended, threads, contended, scale,
+ * stops it at the end. --pin (private server only) gives that server the
+ * first CPU the bench may use and the bench (its threads and worker
+ * processes) the others, so that Redis has a core of its own: on a
+ * machine with few cores this tells Redis's own limit from the client's
+ * CPU competing with it. Scenarios: uncontended, threads, contended, scale,
  * waiters, interop (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. --plot DIR writes the contended
@@ -16,6 +20,7 @@
  * 64 on bad arguments, 69 if no Redis could be reached or started.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +43,8 @@ static int usage(FILE *f, int code)
     size_t i;
 
     fprintf(f, "usage: rlock-bench [--redis URL] [--seconds S] [--quick] "
-               "[--json] [--plot DIR] [--sync-replicas N] [SCENARIO...]\n"
+               "[--json] [--plot DIR] [--sync-replicas N] [--pin] "
+               "[SCENARIO...]\n"
                "scenarios:");
     for (i = 0; i < NSCEN; i++)
         fprintf(f, " %s", scenarios[i].name);
@@ -46,10 +52,69 @@ static int usage(FILE *f, int code)
     return code;
 }
 
+/* "0,2,3": the CPUs in *set. */
+static void cpu_list(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t used = 0;
+    int cpu;
+
+    buf[0] = '\0';
+    for (cpu = 0; cpu < CPU_SETSIZE && used + 12 < len; cpu++)
+        if (CPU_ISSET(cpu, set))
+            used += (size_t)snprintf(buf + used, len - used, "%s%d",
+                                     used ? "," : "", cpu);
+}
+
+/*
+ * Redis on the first CPU this process may run on, this process on the
+ * rest (threads and forked workers inherit it). What the kernel then
+ * reports for each is printed, not what was asked. 0, or -1 after a
+ * message (fewer than two CPUs, or the kernel refused).
+ */
+static int pin(pid_t server, FILE *out)
+{
+    cpu_set_t all, redis, rest;
+    char a[256], b[256];
+    int cpu, first = -1;
+
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        perror("rlock-bench: sched_getaffinity");
+        return -1;
+    }
+    CPU_ZERO(&redis);
+    CPU_ZERO(&rest);
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &all))
+            continue;
+        if (first < 0) {
+            first = cpu;
+            CPU_SET(cpu, &redis);
+        } else {
+            CPU_SET(cpu, &rest);
+        }
+    }
+    if (CPU_COUNT(&rest) == 0) {
+        fprintf(stderr, "rlock-bench: --pin needs two CPUs or more\n");
+        return -1;
+    }
+    if (sched_setaffinity(server, sizeof redis, &redis) != 0 ||
+        sched_setaffinity(0, sizeof rest, &rest) != 0 ||
+        sched_getaffinity(server, sizeof redis, &redis) != 0 ||
+        sched_getaffinity(0, sizeof rest, &rest) != 0) {
+        perror("rlock-bench: --pin");
+        return -1;
+    }
+    cpu_list(&redis, a, sizeof a);
+    cpu_list(&rest, b, sizeof b);
+    fprintf(out, "pinned: redis-server on CPU %s, the bench on CPU %s\n", a,
+            b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench b;
-    int want[NSCEN] = {0}, any = 0, i, rc = 0;
+    int want[NSCEN] = {0}, any = 0, i, rc = 0, pinned = 0;
     char dir[] = "/tmp/rlock-bench-XXXXXX", url[300];
     pid_t server = -1;
     size_t k;
@@ -67,6 +132,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--quick") == 0) {
             b.quick = 1;
+        } else if (strcmp(a, "--pin") == 0) {
+            pinned = 1;
         } else if (strcmp(a, "--plot") == 0 && i + 1 < argc && argv[i + 1][0]) {
             b.plot_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
@@ -105,6 +172,11 @@ int main(int argc, char **argv)
     }
     if (b.quick)
         b.seconds = 0.2;
+    if (pinned && b.url) {
+        fprintf(stderr, "rlock-bench: --pin works on the private server "
+                        "only (without --redis)\n");
+        return 64;
+    }
     if (!b.url) {
         if (!mkdtemp(dir)) {
             perror("rlock-bench: mkdtemp");
@@ -119,11 +191,17 @@ int main(int argc, char **argv)
     }
     fprintf(b.out, "rlock-bench %s on %s%s\n", rlock_version(), b.url,
             server > 0 ? " (a private redis-server)" : "");
+    if (pinned && pin(server, b.out) != 0) {
+        private_server_stop(server, dir);
+        rmdir(dir);
+        return 71;
+    }
     if (b.json)
         fprintf(b.json,
                 "{\"rlock_version\": \"%s\", \"quick\": %s, "
-                "\"results\": [",
-                rlock_version(), b.quick ? "true" : "false");
+                "\"pinned\": %s, \"results\": [",
+                rlock_version(), b.quick ? "true" : "false",
+                pinned ? "true" : "false");
     for (k = 0; k < NSCEN; k++)
         if (!any || want[k])
             rc |= scenarios[k].run(&b);

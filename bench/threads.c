@@ -209,6 +209,17 @@ static void report(bench *b, int t, const struct tally *tl)
     for (s = 0; s < SIDES; s++)
         fprintf(b->out, " %s %.1f", side_name[s],
                 tl[s].client_us / tl[s].pairs);
+    /* Which core is the limit: Redis's main thread near 100 % of a core
+     * means Redis's cost per pair decides; client and Redis together near
+     * the machine's cores means the CPU they share does. */
+    fprintf(b->out, "\n        busy (%% of a core) Redis");
+    for (s = 0; s < SIDES; s++)
+        fprintf(b->out, " %s %.0f", side_name[s],
+                100 * tl[s].redis_us / (tl[s].secs * 1e6));
+    fprintf(b->out, "; client");
+    for (s = 0; s < SIDES; s++)
+        fprintf(b->out, " %s %.0f", side_name[s],
+                100 * tl[s].client_us / (tl[s].secs * 1e6));
     fprintf(b->out, "\n");
     report_open(b, "threads");
     report_num(b, "threads", t);
@@ -224,6 +235,10 @@ static void report(bench *b, int t, const struct tally *tl)
         report_num(b, key, tl[s].redis_us / tl[s].pairs);
         snprintf(key, sizeof key, "%s_client_us_per_pair", side_name[s]);
         report_num(b, key, tl[s].client_us / tl[s].pairs);
+        snprintf(key, sizeof key, "%s_redis_busy", side_name[s]);
+        report_num(b, key, tl[s].redis_us / (tl[s].secs * 1e6));
+        snprintf(key, sizeof key, "%s_client_busy", side_name[s]);
+        report_num(b, key, tl[s].client_us / (tl[s].secs * 1e6));
     }
     report_close(b);
 }

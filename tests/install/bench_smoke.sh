@@ -35,6 +35,20 @@ grep -q '"scenario": "threads"' "$out/json" && fail "threads ran though not aske
 grep -q '^uncontended: ' "$out/tables" || fail "with --json the tables go to stderr"
 tail -c 3 "$out/json" | grep -q ']}' || fail "JSON not closed: $(tail -c 50 "$out/json")"
 
+# --pin: Redis on one CPU, the bench on the others, as the kernel reports
+# them back; the threads table says how busy each side kept its cores.
+"$bench" --pin --redis unix:///nonexistent threads 2>/dev/null; [ $? = 64 ] ||
+    fail "--pin with --redis: want 64"
+if [ "$(nproc)" -ge 2 ]; then
+    "$bench" --quick --pin threads > "$out/pin" 2> "$out/err" || fail "--pin exit $?: $(cat "$out/err")"
+    line=$(grep '^pinned: ' "$out/pin") || fail "--pin: no pinned line: $(cat "$out/pin")"
+    [[ $line =~ ^pinned:\ redis-server\ on\ CPU\ ([0-9]+),\ the\ bench\ on\ CPU\ ([0-9,]+)$ ]] ||
+        fail "--pin: $line"
+    [[ ,${BASH_REMATCH[2]}, != *,${BASH_REMATCH[1]},* ]] || fail "--pin: Redis's CPU shared: $line"
+    [ "$(grep -Ec '^        busy \(% of a core\) Redis rlock [0-9]+ scripts [0-9]+ floor [0-9]+; client ' "$out/pin")" = 4 ] ||
+        fail "--pin: busy lines: $(cat "$out/pin")"
+fi
+
 "$bench" --bogus 2>/dev/null; [ $? = 64 ] || fail "--bogus: want 64"
 "$bench" --seconds 0 2>/dev/null; [ $? = 64 ] || fail "--seconds 0: want 64"
 "$bench" --sync-replicas -1 2>/dev/null; [ $? = 64 ] || fail "--sync-replicas -1: want 64"
