@@ -59,9 +59,15 @@ static void *holder_main(void *p)
     /* Only a busy lock or a wait that ran out is a conflict (exit 1, as
      * flock); a server that did not answer is RLOCK_ENOREPLY (exit 69). */
     h->gave_up = h->rc == RLOCK_EBUSY || h->rc == RLOCK_ETIMEDOUT;
-    h->token = h->rc == RLOCK_OK ? rlock_mutex_token(h->m) : 0;
+    /* COMMAND is promised its fencing token: a lock nobody contended
+     * draws it now (one round trip). Without it COMMAND does not run, and
+     * the lock goes back. */
+    if (h->rc == RLOCK_OK)
+        h->rc = rlock_mutex_fence(h->m, &h->token);
     snprintf(h->errmsg, sizeof h->errmsg, "%s",
              rlock_client_errmsg(rlock_mutex_client(h->m)));
+    if (h->rc != RLOCK_OK && !h->gave_up && h->rc != RLOCK_ELOST)
+        rlock_mutex_unlock(h->m); /* a no-op (ENOTOWNER) if nothing is held */
     if (write(h->done_pipe[1], "d", 1) < 0) {
         /* main is gone; nothing to tell */
     }

@@ -79,18 +79,26 @@ static void check_acquire(const redisReply *r)
         return;
     FUZZ_CHECK((a.status >= -1 && a.status <= 1) ||
                a.status == RLOCK__ACQ_AGAIN);
-    FUZZ_CHECK(!a.plain || (a.status == 1 && r->type == REDIS_REPLY_INTEGER));
+    FUZZ_CHECK(!a.plain ||
+               (a.status == 1 && (r->type == REDIS_REPLY_INTEGER ||
+                                  r->type == REDIS_REPLY_STATUS)));
     if (a.status == RLOCK__ACQ_AGAIN) {
-        /* A fast form's "ask the full script": the integer 0 alone. */
-        FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+        /* A fast form's "ask the full script": the integer 0 alone, or
+         * the lean form's nil. */
+        FUZZ_CHECK((r->type == REDIS_REPLY_INTEGER && r->integer == 0) ||
+                   r->type == REDIS_REPLY_NIL);
+    } else if (a.status == 1 && r->type == REDIS_REPLY_STATUS) {
+        /* The lean form's +OK: taken, count 1, no token drawn. */
+        FUZZ_CHECK(a.plain && a.count == 1 && a.token == 0 && r->len == 2 &&
+                   memcmp(r->str, "OK", 2) == 0);
     } else if (a.status == 1 && r->type == REDIS_REPLY_INTEGER) {
         /* The short answer: an exact token, count 1. */
         FUZZ_CHECK(a.count == 1 && a.token >= 1 &&
                    a.token <= RLOCK__TOKEN_MAX &&
                    (long long)a.token == r->integer);
     } else if (a.status == 1) {
+        /* Token 0: a hold whose token is not drawn yet. */
         FUZZ_CHECK(a.count >= 1);
-        FUZZ_CHECK(a.token >= 1);
         FUZZ_CHECK(canonical_u64(r->element[1], a.token));
     } else if (a.status == 0) {
         FUZZ_CHECK(a.hint_ms >= -1 && a.hint_ms <= RLOCK_MS_MAX);
@@ -124,6 +132,18 @@ static void check_counts(const redisReply *r)
         FUZZ_CHECK(ok == 0 || ok == 1);
     else
         FUZZ_CHECK(ok == -1);
+    {
+        /* The fence script: a token (exact, within 53 bits) or -1, gone;
+         * anything else refused, *token 0. */
+        uint64_t token = 12345;
+        if (rlock__parse_fence(r, &token) == RLOCK_OK)
+            FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER &&
+                       ((r->integer == -1 && token == 0) ||
+                        (r->integer >= 1 && token <= RLOCK__TOKEN_MAX &&
+                         (long long)token == r->integer)));
+        else
+            FUZZ_CHECK(token == 0);
+    }
     if (r->type != REDIS_REPLY_ARRAY) {
         FUZZ_CHECK(rlock__parse_renew(r, 1) != RLOCK_OK);
         return;

@@ -23,6 +23,7 @@ TEST(status_force_unlock_ping_and_cancel)
     rlock_server_info info;
     rlock_status st;
     char owner[160];
+    uint64_t token;
 
     CHECK_RC(rlock_mutex_status(ma, &st), RLOCK_OK);
     CHECK(!st.held && st.count == 0 && st.lease_ms == -1 && st.token == 0);
@@ -31,13 +32,16 @@ TEST(status_force_unlock_ping_and_cancel)
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     rt_locker_start(&w, mb, 0);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:admin}:queue") == 1, 5000);
+    /* ma's lock was taken lean: its token is drawn now. */
+    token = rlock_mutex_token(ma);
+    CHECK(token > 0);
     CHECK_RC(rlock_mutex_status(mb, &st), RLOCK_OK);
     CHECK(st.held &&
           strcmp(st.holder, rt_lock_field(s, "admin", RT_OWNER, owner,
                                           sizeof owner)) == 0);
     CHECK_INT(st.count, ==, 2);
     CHECK_INT(st.lease_ms, >, 25000);
-    CHECK(st.token == rlock_mutex_token(ma) && st.last_token == st.token);
+    CHECK(st.token == token && st.last_token == st.token);
     CHECK_INT(st.waiters, ==, 1);
 
     /* Cancelling b's waits: its lock call returns, its place is gone. */
@@ -169,12 +173,15 @@ TEST(operators_refuse_keys_that_are_not_locks)
         rt_cmd_ok(s, "FLUSHALL");
     }
 
-    /* Native: a value with a field too many, or no expiry; a queue key
-     * of the wrong type. */
-    rt_cmd_ok(s, "SET {rlock:f} %s", "x 5 1 1 0 red");
+    /* Native: a value with a field too many, waiters flagged but no
+     * lease end, or no expiry; a queue key of the wrong type. */
+    rt_cmd_ok(s, "SET {rlock:f} %s", "x 5 1 0 7 red");
     rt_cmd_ok(s, "PEXPIRE {rlock:f} 60000");
     refused(s, c, "f", RLOCK_LAYOUT_NATIVE, "{rlock:f}", "no rlock lock");
-    rt_cmd_ok(s, "SET {rlock:e} %s", "x 5 1 1 0");
+    rt_cmd_ok(s, "SET {rlock:w} %s", "x 5 1 1 7");
+    rt_cmd_ok(s, "PEXPIRE {rlock:w} 60000");
+    refused(s, c, "w", RLOCK_LAYOUT_NATIVE, "{rlock:w}", "no rlock lock");
+    rt_cmd_ok(s, "SET {rlock:e} %s", "x 5 1 0 7");
     refused(s, c, "e", RLOCK_LAYOUT_NATIVE, "{rlock:e}", "no expiry");
     rt_cmd_ok(s, "SET {rlock:q}:queue x");
     refused(s, c, "q", RLOCK_LAYOUT_NATIVE, "{rlock:q}:queue", "queue key");

@@ -824,6 +824,55 @@ static long long token_other_client(struct bi *t)
     return (long long)rlock_mutex_token(t->other);
 }
 
+/* rlock_mutex_fence: the code, and *token is 0 on every error */
+
+static uint64_t fenced; /* what the last fence call left in *token */
+
+static long long fence_checked(int rc)
+{
+    return rc != RLOCK_OK && fenced != 0 ? RT_MISMATCH : rc;
+}
+
+static long long fence_null(struct bi *t)
+{
+    (void)t;
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence(NULL, &fenced));
+}
+
+static long long fence_null_token(struct bi *t)
+{
+    return rlock_mutex_fence(t->held, NULL);
+}
+
+static long long fence_free(struct bi *t)
+{
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence(t->m, &fenced));
+}
+
+static long long fence_held(struct bi *t)
+{
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence(t->held, &fenced));
+}
+
+static long long fence_held_on_thread(struct bi *t)
+{
+    return on_thread(t, fence_held);
+}
+
+static long long fence_held_in_child(struct bi *t)
+{
+    return in_child(t, fence_held);
+}
+
+static long long fence_other_client(struct bi *t)
+{
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence(t->other, &fenced));
+}
+
 /* rlock_with: fn must not be called when the arguments are bad */
 
 static long long with_result(struct bi *t, int rc)
@@ -939,6 +988,23 @@ static long long token_as_null_owner(struct bi *t)
 static long long token_as_held(struct bi *t)
 {
     return (long long)rlock_mutex_token_as(t->held, t->owner);
+}
+
+static long long fence_as_null_owner(struct bi *t)
+{
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence_as(t->held, NULL, &fenced));
+}
+
+static long long fence_as_null_token(struct bi *t)
+{
+    return rlock_mutex_fence_as(t->held, t->owner, NULL);
+}
+
+static long long fence_as_held(struct bi *t)
+{
+    fenced = 7;
+    return fence_checked(rlock_mutex_fence_as(t->held, t->owner, &fenced));
 }
 
 static long long with_as_null_owner(struct bi *t)
@@ -1446,6 +1512,13 @@ static const struct row rows[] = {
         MSG_NONE),
     ROW(rlock_mutex_token_as, "an owner that is not the holding thread: 0",
         token_as_held, 0, NULL, MSG_NONE),
+    ROW(rlock_mutex_fence_as, "owner NULL", fence_as_null_owner,
+        RLOCK_EINVAL, "owner is NULL", MSG_C),
+    ROW(rlock_mutex_fence_as, "token NULL", fence_as_null_token, RLOCK_EINVAL,
+        "token is NULL", MSG_OWNER),
+    ROW(rlock_mutex_fence_as, "an owner that is not the holding thread",
+        fence_as_held, RLOCK_ENOTOWNER, "this owner holds no lock",
+        MSG_OWNER),
     ROW(rlock_with_as, "owner NULL", with_as_null_owner, RLOCK_EINVAL,
         "must not be NULL", MSG_C),
     ROW(rlock_with_as, "fn NULL", with_as_null_fn, RLOCK_EINVAL,
@@ -1521,6 +1594,21 @@ static const struct row rows[] = {
     ROW(rlock_mutex_extend, "another client, same name", extend_other_client,
         RLOCK_ENOTOWNER, "holds no lock", MSG_C2),
 
+    /* rlock_mutex_fence: RLOCK_ENOTOWNER for everyone but the owner,
+     * sending nothing; *token 0. */
+    ROW(rlock_mutex_fence, "mutex NULL", fence_null, RLOCK_EINVAL,
+        "mutex is NULL", MSG_OPEN),
+    ROW(rlock_mutex_fence, "token NULL", fence_null_token, RLOCK_EINVAL,
+        "token is NULL", MSG_C),
+    ROW(rlock_mutex_fence, "a lock nobody holds", fence_free, RLOCK_ENOTOWNER,
+        "holds no lock", MSG_C),
+    ROW(rlock_mutex_fence, "another thread of the owning client",
+        fence_held_on_thread, RLOCK_ENOTOWNER, "holds no lock", MSG_RETURNED),
+    ROW(rlock_mutex_fence, "a forked child of the owner", fence_held_in_child,
+        RLOCK_ENOTOWNER, "holds no lock", MSG_RETURNED),
+    ROW(rlock_mutex_fence, "another client, same name", fence_other_client,
+        RLOCK_ENOTOWNER, "holds no lock", MSG_C2),
+
     /* rlock_mutex_token: 0 for everyone but the owner. */
     ROW(rlock_mutex_token, "mutex NULL: 0", token_null, 0, NULL, MSG_NONE),
     ROW(rlock_mutex_token, "a lock nobody holds: 0", token_free, 0, NULL,
@@ -1590,6 +1678,7 @@ static const char *const api_functions[] = {
     "rlock_mutex_timedlock",
     "rlock_mutex_unlock",
     "rlock_mutex_extend",
+    "rlock_mutex_fence",
     "rlock_mutex_token",
     "rlock_with",
     "rlock_owner_new",
@@ -1600,6 +1689,7 @@ static const char *const api_functions[] = {
     "rlock_mutex_timedlock_as",
     "rlock_mutex_unlock_as",
     "rlock_mutex_extend_as",
+    "rlock_mutex_fence_as",
     "rlock_mutex_token_as",
     "rlock_with_as",
     "rlock_mutex_status",

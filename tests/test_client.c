@@ -121,6 +121,11 @@ static int op_trylock(rlock_mutex *m) { return rlock_mutex_trylock(m); }
 static int op_timedlock(rlock_mutex *m) { return rlock_mutex_timedlock(m, 60000); }
 static int op_unlock(rlock_mutex *m) { return rlock_mutex_unlock(m); }
 static int op_extend(rlock_mutex *m) { return rlock_mutex_extend(m, 60000); }
+static int op_fence(rlock_mutex *m)
+{
+    uint64_t token;
+    return rlock_mutex_fence(m, &token);
+}
 static int op_status(rlock_mutex *m)
 {
     rlock_status st;
@@ -147,18 +152,22 @@ TEST(a_hung_server_times_out_every_call_and_recovers)
     static const struct {
         const char *what;
         int (*op)(rlock_mutex *);
-        int on_held; /* called on the mutex the thread holds */
+        int on_held; /* 1: on the mutex the thread holds; 2: on one it
+                        holds without a token drawn yet */
     } calls[] = {
         {"lock", op_lock, 0},         {"trylock", op_trylock, 0},
         {"timedlock", op_timedlock, 0}, {"unlock", op_unlock, 1},
-        {"extend", op_extend, 1},     {"status", op_status, 0},
+        {"extend", op_extend, 1},     {"fence", op_fence, 2},
+        {"status", op_status, 0},
         {"force_unlock", op_force, 0}, {"ping", op_ping, 0},
         {"with", op_with, 0},
     };
     rt_server *s = rt_server_start(NULL);
     rlock_client_opts o;
     rlock_client *c;
-    rlock_mutex *held, *other;
+    rlock_mutex *held, *other, *lean;
+    uint64_t token;
+    char tok[32];
     int64_t took, t0;
     size_t i;
     int err = 0;
@@ -169,11 +178,17 @@ TEST(a_hung_server_times_out_every_call_and_recovers)
     c = rt_client(rt_server_url(s), &o);
     held = rt_mutex(c, "held", NULL);
     other = rt_mutex(c, "other", NULL);
+    lean = rt_mutex(c, "lean", NULL);
     CHECK_RC(rlock_mutex_lock(held), RLOCK_OK);
+    CHECK(rlock_mutex_token(held) > 0);
+    CHECK_RC(rlock_mutex_lock(lean), RLOCK_OK);
     rt_server_pause(s);
 
     for (i = 0; i < sizeof calls / sizeof calls[0]; i++) {
-        int rc = timed_call(calls[i].op, calls[i].on_held ? held : other, &took);
+        rlock_mutex *on = calls[i].on_held == 2   ? lean
+                          : calls[i].on_held == 1 ? held
+                                                  : other;
+        int rc = timed_call(calls[i].op, on, &took);
         if (rc != RLOCK_ENOREPLY)
             rt_fail(__FILE__, __LINE__, "%s returned %s", calls[i].what,
                     rlock_strerror(rc));
@@ -206,15 +221,23 @@ TEST(a_hung_server_times_out_every_call_and_recovers)
     other = rt_mutex(c, "other", NULL);
     RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:other} {rlock:other}:queue") == 0,
                   5000);
-    CHECK(rlock_mutex_token(held) > 0);
+    CHECK(rlock_mutex_token(held) > 0); /* drawn before: nothing sent */
     CHECK_RC(rlock_mutex_unlock(held), RLOCK_OK);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:held}"), ==, 0);
+    /* The token asked for now is the one Redis keeps with the hold (the
+     * stopped server drew it late, or draws it now). */
+    token = rlock_mutex_token(lean);
+    CHECK(token > 0 && strtoull(rt_lock_field(s, "lean", RT_TOKEN, tok,
+                                              sizeof tok),
+                                NULL, 10) == token);
+    CHECK_RC(rlock_mutex_unlock(lean), RLOCK_OK);
     CHECK_RC(rlock_mutex_trylock(other), RLOCK_OK);
     CHECK_RC(rlock_mutex_extend(other, 60000), RLOCK_OK);
     CHECK_RC(rlock_mutex_unlock(other), RLOCK_OK);
     CHECK_RC(op_ping(held), RLOCK_OK);
     rlock_mutex_free(held);
     rlock_mutex_free(other);
+    rlock_mutex_free(lean);
     rlock_client_close(c);
     c = rt_client(rt_server_url(s), &o);
     rlock_client_close(c);

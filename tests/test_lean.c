@@ -1,20 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lean protocol of rlock's own layout (docs/protocol.md): while a
- * name is calm, an acquisition and a last release go in their fast forms
- * (three keys and three arguments; one key and one); contention sends the
- * full forms, in the same call when a fast form could not decide, and a
- * full acquisition that finds the lock free with nobody queued makes the
- * name calm again. What each request carried is read from the server's
- * own SLOWLOG, every command logged, so these tests see exactly what went
- * over the wire. Also: a fast form never jumps the queue, a lost counter
- * is seeded from the clock in either form, and a server that answers
- * "ask the full form" to the full form too gets a protocol error, not a
- * loop.
+ * name is calm, an acquisition goes as a plain SET NX PX (the lean form,
+ * no token drawn) or, once the mutex's callers have asked for a token,
+ * in the fenced fast form (three keys and three arguments), and a last
+ * release in its fast form (one key and one); a token is drawn when first
+ * asked for; contention sends the full forms, in the same call when a
+ * fast form could not decide, and a full acquisition that finds the lock
+ * free with nobody queued makes the name calm again. What each request
+ * carried is read from the server's own SLOWLOG, every command logged, so
+ * these tests see exactly what went over the wire. Also: a queue keeps
+ * its lock key alive, so no fast form jumps it, even after the holder's
+ * lease ended; a lost counter is seeded from the clock in either form;
+ * and a server that answers "ask the full form" to the full form too gets
+ * a protocol error, not a loop.
  */
 #include <string.h>
 
 #include "harness/fake_server.h"
+#include "harness/proxy.h"
 #include "harness/test.h"
 
 /* ---- what the server saw ------------------------------------------------ */
@@ -27,9 +31,10 @@ static void log_all(rt_server *s)
     freeReplyObject(rt_cmd(s, "SLOWLOG RESET"));
 }
 
-/* The EVALSHA requests logged since log_all, oldest first, as a string of
- * "<numkeys>/<arguments after the keys>" separated by spaces (say "3/3
- * 1/1"), into out; the log is reset unless keep. */
+/* The requests logged since log_all, oldest first, as a string of
+ * "<numkeys>/<arguments after the keys>" for each EVALSHA and "set" for
+ * each SET ... NX PX, separated by spaces (say "set 1/1"), into out; the
+ * log is reset unless keep. */
 static const char *evalshas_keep(rt_server *s, char *out, size_t len,
                                  int keep)
 {
@@ -44,6 +49,14 @@ static const char *evalshas_keep(rt_server *s, char *out, size_t len,
 
         CHECK(e->type == REDIS_REPLY_ARRAY && e->elements >= 4);
         argv = e->element[3];
+        if (argv->type == REDIS_REPLY_ARRAY && argv->elements == 6 &&
+            strcasecmp(argv->element[0]->str, "SET") == 0 &&
+            strcasecmp(argv->element[3]->str, "NX") == 0 &&
+            strcasecmp(argv->element[4]->str, "PX") == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%sset", n ? " " : "");
+            CHECK(n < len);
+            continue;
+        }
         if (argv->type != REDIS_REPLY_ARRAY || argv->elements < 3 ||
             strcasecmp(argv->element[0]->str, "EVALSHA") != 0)
             continue;
@@ -109,20 +122,172 @@ TEST(uncontended_pairs_use_the_fast_forms)
         CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
         CHECK(strcmp(rt_lock_field(s, "calm", RT_COUNT, buf, sizeof buf),
                      "1") == 0);
+        /* Nobody queued, no token drawn. */
+        CHECK(strcmp(rt_lock_field(s, "calm", RT_WAITERS, buf, sizeof buf),
+                     "0") == 0);
+        CHECK(strcmp(rt_lock_field(s, "calm", RT_TOKEN, buf, sizeof buf),
+                     "0") == 0);
+        CHECK_INT(rt_cmd_int(s, "PTTL {rlock:calm}"), >, 25000);
         CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
         CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:calm}"), ==, 0);
     }
-    CHECK_SENT(s, "3/3 1/1 3/3 1/1 3/3 1/1");
-    /* A re-entry carries its count and token: the full form; so does the
-     * release of a level that is not the last. */
+    CHECK_SENT(s, "set 1/1 set 1/1 set 1/1");
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:calm}:fence"), ==, 0);
+    /* A re-entry carries its count and the hold's nonce: the full form;
+     * so does the release of a level that is not the last. */
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     CHECK_INT(rt_lock_count(s, "calm"), ==, 2);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
-    CHECK_SENT(s, "3/3 4/7 4/2 1/1");
+    CHECK_SENT(s, "set 4/6 4/2 1/1");
     rlock_mutex_free(m);
     rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* The counter of name's fencing tokens (0 if none). */
+static uint64_t counter(rt_server *s, const char *name)
+{
+    redisReply *r = rt_cmd(s, "GET {rlock:%s}:fence", name);
+    uint64_t v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+
+    freeReplyObject(r);
+    return v;
+}
+
+TEST(a_token_is_drawn_when_first_asked_for_then_with_each_acquisition)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_client *d = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "fenced", NULL);
+    rlock_mutex *other = rt_mutex(d, "fenced", NULL);
+    uint64_t t1, t2, t3, t4;
+    char buf[64];
+
+    log_all(s);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_SENT(s, "set");
+    /* Drawn now: one script with the lock and the counter and "<owner>
+     * <nonce> ", kept with the hold in Redis and in the client. */
+    CHECK_RC(rlock_mutex_fence(m, &t1), RLOCK_OK);
+    CHECK_SENT(s, "2/1");
+    CHECK(t1 > 0 && t1 == counter(s, "fenced"));
+    CHECK(strtoull(rt_lock_field(s, "fenced", RT_TOKEN, buf, sizeof buf),
+                   NULL, 10) == t1);
+    CHECK(rlock_mutex_token(m) == t1);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK); /* a re-entry keeps it */
+    CHECK(rlock_mutex_token(m) == t1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_SENT(s, "4/6 4/2");
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_SENT(s, "1/1");
+    /* From now on this handle's acquisitions draw the token at once: the
+     * fenced fast form, and asking sends nothing. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    t2 = rlock_mutex_token(m);
+    CHECK_SENT(s, "3/3");
+    CHECK(t2 > t1 && t2 == counter(s, "fenced"));
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_SENT(s, "1/1");
+    /* Another client's handle has not asked yet: lean, and its token,
+     * drawn later in its hold, is still greater than every earlier one. */
+    CHECK_RC(rlock_mutex_lock(other), RLOCK_OK);
+    CHECK(counter(s, "fenced") == t2);
+    t3 = rlock_mutex_token(other);
+    CHECK_SENT(s, "set 2/1");
+    CHECK(t3 > t2);
+    CHECK_RC(rlock_mutex_unlock(other), RLOCK_OK);
+    /* m draws at once still, whoever held the name in between. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    t4 = rlock_mutex_token(m);
+    CHECK(t4 > t3);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    /* Asking without a hold: no token, and nothing sent. */
+    log_all(s);
+    CHECK(rlock_mutex_token(m) == 0);
+    CHECK_RC(rlock_mutex_fence(m, &t1), RLOCK_ENOTOWNER);
+    CHECK(t1 == 0);
+    CHECK_SENT(s, "");
+    rlock_mutex_free(m);
+    rlock_mutex_free(other);
+    rlock_client_close(c);
+    rlock_client_close(d);
+    rt_server_stop(s);
+}
+
+static int keep_token(void *arg, uint64_t token)
+{
+    *(uint64_t *)arg = token;
+    return 7;
+}
+
+TEST(rlock_with_draws_the_token_with_the_acquisition)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "with", NULL);
+    uint64_t got = 0;
+
+    log_all(s);
+    CHECK_INT(rlock_with(m, 0, keep_token, &got), ==, 7);
+    CHECK_SENT(s, "3/3 1/1");
+    CHECK(got > 0 && got == counter(s, "with"));
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+TEST(a_token_is_not_drawn_for_a_hold_that_is_gone)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_client *d = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts mo;
+    rlock_mutex *m, *m2, *other = rt_mutex(d, "gone", NULL);
+    char owner_tok[32];
+    uint64_t t;
+
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = rt_count_lost;
+    m = rt_mutex(c, "gone", &mo);
+    atomic_store(&rt_lost_calls, 0);
+    /* Deleted behind the holder's back, and taken by another owner: the
+     * fence script finds no hold of this owner and acquisition, draws
+     * nothing, and the hold is lost. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:gone}"), ==, 1);
+    CHECK_RC(rlock_mutex_lock(other), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(m, &t), RLOCK_ELOST);
+    CHECK(t == 0);
+    CHECK(strstr(rlock_client_errmsg(c), "no token was drawn") != NULL);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:gone}:fence"), ==, 0);
+    RT_WAIT_UNTIL(atomic_load(&rt_lost_calls) == 1, 5000);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    /* The other owner's hold is untouched, and its own token is drawn. */
+    CHECK(rlock_mutex_token(other) > 0);
+    CHECK_RC(rlock_mutex_unlock(other), RLOCK_OK);
+    /* A hold of the same owner under another acquisition (nonce) is not
+     * the one asked about (through a new handle: m draws at once now). */
+    m2 = rt_mutex(c, "gone", NULL);
+    CHECK_RC(rlock_mutex_lock(m2), RLOCK_OK);
+    {
+        char owner[160], v[256];
+        rt_lock_field(s, "gone", RT_OWNER, owner, sizeof owner);
+        snprintf(v, sizeof v, "%s 999999 1 0 0", owner);
+        freeReplyObject(rt_cmd(s, "SET {rlock:gone} %s KEEPTTL", v));
+    }
+    CHECK_RC(rlock_mutex_fence(m2, &t), RLOCK_ELOST);
+    CHECK(t == 0);
+    CHECK(strcmp(rt_lock_field(s, "gone", RT_TOKEN, owner_tok,
+                               sizeof owner_tok),
+                 "0") == 0);
+    rlock_mutex_free(m);
+    rlock_mutex_free(m2);
+    rlock_mutex_free(other);
+    rlock_client_close(c);
+    rlock_client_close(d);
     rt_server_stop(s);
 }
 
@@ -139,7 +304,7 @@ TEST(contention_takes_the_full_forms_until_the_name_is_calm_again)
     /* The fast form cannot decide on a held lock: the full one follows in
      * the same call, and from then on the full form goes first. */
     CHECK_RC(rlock_mutex_trylock(mb), RLOCK_EBUSY);
-    CHECK_SENT(s, "3/3 4/5");
+    CHECK_SENT(s, "set 4/5");
     CHECK_RC(rlock_mutex_trylock(mb), RLOCK_EBUSY);
     CHECK_SENT(s, "4/5");
     /* Nobody queued behind a: its release is still the fast one. */
@@ -151,7 +316,7 @@ TEST(contention_takes_the_full_forms_until_the_name_is_calm_again)
     CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
     CHECK_RC(rlock_mutex_lock(mb), RLOCK_OK);
     CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
-    CHECK_SENT(s, "1/1 3/3 1/1");
+    CHECK_SENT(s, "1/1 set 1/1");
     rlock_mutex_free(ma);
     rlock_mutex_free(mb);
     rlock_client_close(a);
@@ -172,9 +337,9 @@ TEST(a_fast_release_behind_a_waiter_hands_the_lock_over)
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     log_all(s);
     rt_locker_start(&l, mb, 0);
-    /* b's waiting: the fast form, the full one that queues it, and once
+    /* b's waiting: the lean form, the full one that queues it, and once
      * its subscription is confirmed the attempt it sleeps on. */
-    RT_WAIT_UNTIL(sent_so_far(s, "3/3 4/5 4/5"), 10000);
+    RT_WAIT_UNTIL(sent_so_far(s, "set 4/5 4/5"), 10000);
     CHECK_INT(rt_cmd_int(s, "LLEN {rlock:handover}:queue"), ==, 1);
     /* The waiter marked the hold: a's release finds it in its fast form,
      * does nothing there, and the full form hands the lock over. */
@@ -186,8 +351,10 @@ TEST(a_fast_release_behind_a_waiter_hands_the_lock_over)
     CHECK_SENT(s, "1/1 4/2");
     rt_lock_field(s, "handover", RT_OWNER, owner, sizeof owner);
     CHECK(strlen(owner) > 0);
-    CHECK(strcmp(rt_lock_field(s, "handover", RT_TOKEN, buf, sizeof buf), "") !=
-          0);
+    /* A hand-over draws the new holder's token. */
+    CHECK(l.token > 0 &&
+          strtoull(rt_lock_field(s, "handover", RT_TOKEN, buf, sizeof buf),
+                   NULL, 10) == l.token);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:handover}:queue"), ==, 0);
     rlock_mutex_free(ma);
     rlock_mutex_free(mb);
@@ -196,31 +363,139 @@ TEST(a_fast_release_behind_a_waiter_hands_the_lock_over)
     rt_server_stop(s);
 }
 
-TEST(a_calm_name_never_jumps_the_queue)
+/* The server's clock in milliseconds. */
+static long long server_ms(rt_server *s)
+{
+    return (long long)(server_us(s) / 1000);
+}
+
+TEST(a_queue_keeps_an_expired_holders_key_so_no_newcomer_jumps_it)
 {
     rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b = rt_client(rt_proxy_url(p), NULL);
     rlock_client *c = rt_client(rt_server_url(s), NULL);
-    rlock_mutex *m = rt_mutex(c, "fifo", NULL);
-    long long now_ms = (long long)(server_us(s) / 1000);
-    char buf[64];
+    rlock_mutex_opts mo;
+    rlock_mutex *ma, *mb = rt_mutex(b, "fifo", NULL),
+                     *mc = rt_mutex(c, "fifo", NULL);
+    char waiter[160], buf[64], holder[160];
+    long long end;
+    rlock_status st;
+    rt_locker l;
 
-    /* The lock is free, but a waiter queued first (its holder expired
-     * before the release could hand it over): written by hand the way a
-     * waiter enqueues. */
-    freeReplyObject(rt_cmd(s, "RPUSH {rlock:fifo}:queue first"));
-    snprintf(buf, sizeof buf, "%lld 30000 7", now_ms + 60000);
-    freeReplyObject(rt_cmd(s, "HSET {rlock:fifo}:qinfo first %s", buf));
-    log_all(s);
-    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EBUSY);
-    CHECK_SENT(s, "3/3 4/5");
-    /* The full form handed it to the waiter that came first. */
-    CHECK(strcmp(rt_lock_field(s, "fifo", RT_OWNER, buf, sizeof buf),
-                 "first") == 0);
-    CHECK(strcmp(rt_lock_field(s, "fifo", RT_NONCE, buf, sizeof buf), "7") ==
+    /* a holds with a fixed lease it never extends (a holder that died);
+     * b queues behind it, and then its network stalls, so that b cannot
+     * come back for the lock when a's lease ends. */
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 1500;
+    ma = rt_mutex(a, "fifo", &mo);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_locker_start(&l, mb, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:fifo}:queue") == 1, 10000);
+    rt_proxy_blackhole(p, RT_PROXY_TO_SERVER | RT_PROXY_TO_CLIENT);
+    CHECK(strcmp(rt_lock_field(s, "fifo", RT_WAITERS, buf, sizeof buf), "1") ==
           0);
+    {
+        redisReply *r = rt_cmd(s, "LINDEX {rlock:fifo}:queue 0");
+        CHECK(r->type == REDIS_REPLY_STRING);
+        snprintf(waiter, sizeof waiter, "%s", r->str);
+        freeReplyObject(r);
+    }
+    /* The lease's end is in the value; the key lives as long as the
+     * queue. */
+    end = strtoll(rt_lock_field(s, "fifo", RT_END, buf, sizeof buf), NULL, 10);
+    CHECK_INT(end, >, server_ms(s));
+    CHECK_INT(end, <=, server_ms(s) + 1500);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:fifo}"), >=,
+              rt_cmd_int(s, "PTTL {rlock:fifo}:queue") - 50);
+    RT_WAIT_UNTIL(server_ms(s) > end + 50, 10000);
+    /* a's lease is over, its key kept for b: nobody holds it, one waits. */
+    rt_lock_field(s, "fifo", RT_OWNER, holder, sizeof holder);
+    CHECK(strcmp(holder, waiter) != 0 && holder[0]);
     CHECK_INT(rt_cmd_int(s, "PTTL {rlock:fifo}"), >, 0);
-    rlock_mutex_free(m);
+    CHECK_RC(rlock_mutex_status(mc, &st), RLOCK_OK);
+    CHECK(!st.held && st.waiters == 1);
+    /* A newcomer on a calm name: its SET NX finds the key, and the full
+     * form hands the lock to b, who came first. */
+    log_all(s);
+    CHECK_RC(rlock_mutex_trylock(mc), RLOCK_EBUSY);
+    CHECK_SENT(s, "set 4/5");
+    CHECK(strcmp(rt_lock_field(s, "fifo", RT_OWNER, buf, sizeof buf),
+                 waiter) == 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:fifo}:queue"), ==, 0);
+    /* a learns that its hold is gone. */
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    /* b's network comes back: it has the lock, and gives it back. */
+    rt_proxy_blackhole(p, 0);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:fifo}"), ==, 0);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_mutex_free(mc);
+    rlock_client_close(a);
+    rlock_client_close(b);
     rlock_client_close(c);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
+TEST(a_holder_behind_a_queue_renews_and_extends_its_lease_in_the_value)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_client *a, *b;
+    rlock_mutex *ma, *mb;
+    long long end1, end2, end3;
+    char buf[64];
+    rlock_status st;
+    rt_locker l;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 900; /* renewed every 300 ms */
+    a = rt_client(rt_server_url(s), &co);
+    b = rt_client(rt_server_url(s), NULL);
+    ma = rt_mutex(a, "renewed", NULL);
+    mb = rt_mutex(b, "renewed", NULL);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_locker_start(&l, mb, 1);
+    RT_WAIT_UNTIL(strcmp(rt_lock_field(s, "renewed", RT_WAITERS, buf,
+                                       sizeof buf),
+                         "1") == 0,
+                  10000);
+    end1 = strtoll(rt_lock_field(s, "renewed", RT_END, buf, sizeof buf), NULL,
+                   10);
+    /* The watchdog moves the end in the value, not only the key's
+     * expiry; the hold outlives several leases. */
+    RT_WAIT_UNTIL(strtoll(rt_lock_field(s, "renewed", RT_END, buf, sizeof buf),
+                          NULL, 10) > end1,
+                  5000);
+    rt_sleep_ms(2000);
+    CHECK_RC(rlock_mutex_status(mb, &st), RLOCK_OK);
+    CHECK(st.held && st.lease_ms > 0 && st.lease_ms <= 900 && st.waiters == 1);
+    /* extend too, by hand. */
+    CHECK_RC(rlock_mutex_extend(ma, 20000), RLOCK_OK);
+    end2 = strtoll(rt_lock_field(s, "renewed", RT_END, buf, sizeof buf), NULL,
+                   10);
+    CHECK_INT(end2, >=, server_ms(s) + 15000);
+    CHECK_RC(rlock_mutex_status(mb, &st), RLOCK_OK);
+    CHECK_INT(st.lease_ms, >, 15000);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:renewed}"), >, 15000);
+    /* A shorter lease is a shorter lease, though the key lives on for
+     * the queue. */
+    CHECK_RC(rlock_mutex_extend(ma, 5000), RLOCK_OK);
+    end3 = strtoll(rt_lock_field(s, "renewed", RT_END, buf, sizeof buf), NULL,
+                   10);
+    CHECK_INT(end3, <, end2);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:renewed}"), >, 15000);
+    CHECK(!l.done);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:renewed}"), ==, 0);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
     rt_server_stop(s);
 }
 
@@ -233,14 +508,15 @@ TEST(a_lost_counter_starts_at_the_clock_in_either_form)
     rlock_mutex *mb = rt_mutex(b, "seed", NULL);
     uint64_t before, t1, t2, t3;
 
-    /* The fast form, on a new name. */
+    /* A token drawn for a lean hold, on a new name. */
     before = server_us(s);
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     t1 = rlock_mutex_token(ma);
     CHECK(t1 >= before);
     CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
     /* The counter lost (evicted, deleted, a restart without
-     * persistence): the next token is still greater. */
+     * persistence): the next token is still greater (the fenced fast
+     * form now). */
     CHECK_INT(rt_cmd_int(s, "DEL {rlock:seed}:fence"), ==, 1);
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     t2 = rlock_mutex_token(ma);

@@ -203,7 +203,9 @@ TEST(a_replica_or_a_master_without_replicas_gives_clear_codes)
     rlock_mutex_free(mm);
     rlock_client_close(c);
     /* A replica that lost its master and serves no stale data:
-     * MASTERDOWN. */
+     * MASTERDOWN, to a script (a plain SET is READONLY first): once m's
+     * callers have asked for a token, its acquisitions are scripts. */
+    CHECK(rlock_mutex_token(m) == 0);
     rt_server_kill(s);
     RT_WAIT_UNTIL(rlock_mutex_trylock(m) == RLOCK_EUNAVAILABLE &&
                       has_text(on_replica, "MASTERDOWN"),

@@ -181,14 +181,14 @@ TEST(on_lost_fires_once_when_the_key_is_deleted_or_overwritten)
 
     m = noticed_mutex(c, "overwritten", 0, 0);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
-    r = rt_cmd(s, "SET {rlock:overwritten} %s KEEPTTL", "intruder:1 999 1 1 0");
+    r = rt_cmd(s, "SET {rlock:overwritten} %s KEEPTTL", "intruder:1 999 1 0 1");
     freeReplyObject(r);
     RT_WAIT_UNTIL(atomic_load(&lost_calls) == 1, 2000);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
     /* The intruder's lock is untouched. */
     r = rt_cmd(s, "GET {rlock:overwritten}");
     CHECK(r->type == REDIS_REPLY_STRING &&
-          strcmp(r->str, "intruder:1 999 1 1 0") == 0);
+          strcmp(r->str, "intruder:1 999 1 0 1") == 0);
     freeReplyObject(r);
     rlock_mutex_free(m);
     rlock_client_close(c);

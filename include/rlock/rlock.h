@@ -31,10 +31,13 @@
  * Every hold has a lease: if the owner dies, Redis forgets the lock after at
  * most the lease and another owner can take it. With lease_ms = 0 the client
  * renews the lease in the background for as long as the lock is held (the
- * watchdog, see rlock_mutex_opts). Every fresh acquisition carries a fencing
+ * watchdog, see rlock_mutex_opts). Every fresh acquisition has a fencing
  * token, strictly greater than every earlier token of that name: pass it to
  * the resource you protect so it can reject writes from a holder whose lease
- * ran out while it was paused.
+ * ran out while it was paused. An acquisition nobody contends draws its
+ * token when the holder first asks for it (rlock_mutex_fence), so that
+ * callers who never fence pay Redis no more than a bare SET NX PX; from
+ * then on that mutex's acquisitions draw theirs at once.
  *
  * Errors
  * ------
@@ -557,25 +560,55 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
 RLOCK_API int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms);
 
 /*
- * Returns the fencing token of the calling thread's hold of m, or 0 if the
- * calling thread holds no such lock (or m is NULL). Tokens of one lock
- * name increase strictly with every fresh acquisition (re-entries keep the
- * token). The first token of a name is the Redis server's clock in
- * microseconds (about 1.8e15 in 2026), so tokens keep growing even after a
- * Redis restart that lost the counter, unless the server's clock stepped
- * back (see docs/protocol.md). They fit in 53 bits until about 2255, so
- * they survive a trip through a double (JSON, Lua). Sends nothing. Thread-safe.
+ * Sets *token to the fencing token of the calling thread's hold of m.
+ * Tokens of one lock name increase strictly with every fresh acquisition
+ * (re-entries keep the token): a holder's token is greater than that of
+ * every hold of the name before it. The first token of a name is the
+ * Redis server's clock in microseconds (about 1.8e15 in 2026), so tokens
+ * keep growing even after a Redis restart that lost the counter, unless
+ * the server's clock stepped back (see docs/protocol.md). They fit in 53
+ * bits until about 2255, so they survive a trip through a double (JSON,
+ * Lua).
+ *
+ * Most acquisitions draw their token as they take the lock, and then this
+ * sends nothing. One that nobody contended, through a mutex handle whose
+ * callers had not asked for a token before, draws none (Redis then does
+ * no more work than for a bare SET NX PX): the first call for that hold
+ * draws it, one round trip within command_timeout_ms (+ sync_timeout_ms
+ * with sync_replicas), and only while the hold lasts; later calls send
+ * nothing. From the first call on, m's acquisitions draw their token at
+ * once.
+ *
+ * Returns RLOCK_OK; RLOCK_EINVAL (m or token NULL); RLOCK_ENOTOWNER (no
+ * hold by the calling thread); RLOCK_ELOST (the hold's lease ended, or
+ * Redis no longer has it: it is lost, on_lost is called and unlock will
+ * say RLOCK_ELOST); RLOCK_EREPLICAS (sync_replicas: drawn, but too few
+ * replicas acknowledged it; asking again waits for them again); RLOCK_EIO,
+ * RLOCK_ENOREPLY, RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_EUNAVAILABLE. *token
+ * is 0 on every error. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_fence(rlock_mutex *m, uint64_t *token);
+
+/*
+ * rlock_mutex_fence, returning the token itself: 0 on any error (the
+ * calling thread's error detail, rlock_client_errmsg, says which). A
+ * caller that must tell a lost hold from an unreachable server uses
+ * rlock_mutex_fence. Thread-safe.
  */
 RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
 
 /*
  * Acquires m (waiting wait_ms, or forever with RLOCK_WAIT_FOREVER, or not
  * at all with 0), calls fn(arg, token) with the fencing token, and unlocks
- * on every path. Returns fn's result, except: if the lock was not obtained,
- * the acquire error (RLOCK_ETIMEDOUT, ...) and fn is not called; if the hold
- * was lost while fn ran, RLOCK_ELOST after fn returned, so the caller can
- * roll back. fn should return values >= 0 so they cannot be confused with
- * these codes. Thread-safe.
+ * on every path. The token is drawn with the acquisition (m's later
+ * acquisitions draw theirs at once too, as after rlock_mutex_fence).
+ * Returns fn's result, except: if the lock was not obtained, the acquire
+ * error (RLOCK_ETIMEDOUT, ...) and fn is not called; if the hold has no
+ * token and none could be drawn (rare: a hold taken back after a lost
+ * reply), rlock_mutex_fence's error, the lock released, and fn is not
+ * called; if the hold was lost while fn ran, RLOCK_ELOST after fn
+ * returned, so the caller can roll back. fn should return values >= 0 so
+ * they cannot be confused with these codes. Thread-safe.
  */
 RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
                          int (*fn)(void *arg, uint64_t token), void *arg);
@@ -625,11 +658,11 @@ RLOCK_API void rlock_owner_free(rlock_owner *o);
 RLOCK_API const char *rlock_owner_errmsg(rlock_owner *o);
 
 /*
- * rlock_mutex_lock, _trylock, _timedlock, _unlock, _extend, _token and
- * rlock_with, acting as owner o instead of the calling thread; each
- * returns what its pthread-like counterpart returns, RLOCK_EINVAL (0 for
- * rlock_mutex_token_as) for a NULL m or o, and records its error detail
- * for o too. Thread-safe in the sense above.
+ * rlock_mutex_lock, _trylock, _timedlock, _unlock, _extend, _fence,
+ * _token and rlock_with, acting as owner o instead of the calling thread;
+ * each returns what its pthread-like counterpart returns, RLOCK_EINVAL (0
+ * for rlock_mutex_token_as) for a NULL m or o, and records its error
+ * detail for o too. Thread-safe in the sense above.
  */
 RLOCK_API int rlock_mutex_lock_as(rlock_mutex *m, rlock_owner *o);
 RLOCK_API int rlock_mutex_trylock_as(rlock_mutex *m, rlock_owner *o);
@@ -638,6 +671,8 @@ RLOCK_API int rlock_mutex_timedlock_as(rlock_mutex *m, rlock_owner *o,
 RLOCK_API int rlock_mutex_unlock_as(rlock_mutex *m, rlock_owner *o);
 RLOCK_API int rlock_mutex_extend_as(rlock_mutex *m, rlock_owner *o,
                                     int64_t lease_ms);
+RLOCK_API int rlock_mutex_fence_as(rlock_mutex *m, rlock_owner *o,
+                                   uint64_t *token);
 RLOCK_API uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o);
 RLOCK_API int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
                             int (*fn)(void *arg, uint64_t token), void *arg);

@@ -268,12 +268,40 @@ static int extend_as(rlock_mutex *m, rlock_owner *o, int as_owner,
     return done(&call, m, as, rlock__extend(&call, m, as, lease_ms));
 }
 
+/* The token into *token (0 on error); the call's code. */
+static int token_rc(rlock_mutex *m, rlock_owner *o, int as_owner,
+                    uint64_t *token)
+{
+    rlock__call call;
+    rlock__as as;
+    int rc;
+
+    *token = 0;
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    return done(&call, m, as, rlock__token(&call, m, as, token));
+}
+
 static uint64_t token_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 {
-    if (!m || (as_owner && !o))
-        return 0;
-    rlock__api_enter(m->c);
-    return rlock__token(m, as_owner ? rlock__as_owner(o) : rlock__as_thread());
+    uint64_t token;
+
+    token_rc(m, o, as_owner, &token);
+    return token;
+}
+
+static int fence_as(rlock_mutex *m, rlock_owner *o, int as_owner,
+                    uint64_t *token)
+{
+    rlock__call call;
+
+    if (!token) {
+        rlock__call_init(&call, 0);
+        return rlock__api_done(&call, m ? m->c : NULL, o,
+                               rlock__fail(&call, RLOCK_EINVAL,
+                                           "token is NULL"));
+    }
+    return token_rc(m, o, as_owner, token);
 }
 
 static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
@@ -281,6 +309,7 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                    void *arg)
 {
     rlock__call call;
+    uint64_t token;
     int rc, result;
 
     if (!m || !fn || (as_owner && !o)) {
@@ -291,13 +320,28 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                         as_owner ? "mutex, owner and fn must not be NULL"
                                  : "mutex and fn must not be NULL"));
     }
+    /* fn is given the token: drawn with the acquisition. */
+    rlock__want_tokens(m);
     if (wait_ms == RLOCK_WAIT_FOREVER)
         rc = lock_as(m, o, as_owner);
     else
         rc = timedlock_as(m, o, as_owner, wait_ms);
     if (rc != RLOCK_OK)
         return rc;
-    result = fn(arg, token_as(m, o, as_owner));
+    if ((rc = token_rc(m, o, as_owner, &token)) != RLOCK_OK) {
+        /* Held without a token (rare: a hold claimed back after a lost
+         * reply) that could not be drawn now: fn, which is owed one, is
+         * not called. A lost hold has nothing to release. */
+        rlock__as as = as_owner ? rlock__as_owner(o) : rlock__as_thread();
+        rlock__call undo;
+        if (rc != RLOCK_ELOST) {
+            rlock__call_begin(&undo, m);
+            rlock__release(&undo, m, as);
+        }
+        rlock__forget(m, as);
+        return rc;
+    }
+    result = fn(arg, token);
     rc = unlock_as(m, o, as_owner);
     if (rc != RLOCK_OK && rc != RLOCK_ELOST && rc != RLOCK_ENOTIFY)
         rc = unlock_as(m, o, as_owner);
@@ -336,6 +380,11 @@ int rlock_mutex_extend(rlock_mutex *m, int64_t lease_ms)
     return extend_as(m, NULL, 0, lease_ms);
 }
 
+int rlock_mutex_fence(rlock_mutex *m, uint64_t *token)
+{
+    return fence_as(m, NULL, 0, token);
+}
+
 uint64_t rlock_mutex_token(rlock_mutex *m)
 {
     return token_as(m, NULL, 0);
@@ -370,6 +419,11 @@ int rlock_mutex_unlock_as(rlock_mutex *m, rlock_owner *o)
 int rlock_mutex_extend_as(rlock_mutex *m, rlock_owner *o, int64_t lease_ms)
 {
     return extend_as(m, o, 1, lease_ms);
+}
+
+int rlock_mutex_fence_as(rlock_mutex *m, rlock_owner *o, uint64_t *token)
+{
+    return fence_as(m, o, 1, token);
 }
 
 uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o)

@@ -284,7 +284,9 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call)
 {
     cluster *k = of(c);
-    int slot = req->nkeys > 0 ? rlock__key_slot(req->argv[3], req->lens[3]) : 0;
+    size_t key_len = 0;
+    const char *key = rlock__req_first_key(req, &key_len);
+    int slot = key ? rlock__key_slot(key, key_len) : 0;
     int redirects = 0, asking = -1;
     int64_t pause_ms = 5,
             deadline = rlock__call_until(call, c->opts.command_timeout_ms);

@@ -715,7 +715,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
         freeReplyObject(w);
     }
     if (r->type == REDIS_REPLY_ERROR && !l->retried && r->str &&
-        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        rlock__req_is_script(req) && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The server lost its scripts (restart, SCRIPT FLUSH), or never
          * had this one: the body caches it again under the same digest,
          * and the node's next new connection loads them all. */

@@ -9,8 +9,9 @@
  * not, and that top-up does not count as a renewal.
  * All renewals that are due, or will be within half of that period, go
  * to Redis together, a thousand per script call: one round trip per tick
- * for every thousand locks the client holds. A renewal checks owner and
- * token, so it can never revive a lock that was released or taken by
+ * for every thousand locks the client holds. A renewal checks the owner
+ * and what the layout knows the hold by (the acquisition's nonce, or the
+ * token), so it can never revive a lock that was released or taken by
  * someone else. Over several nodes (Redlock) a hold is renewed when a
  * majority renewed it, and gone when a majority no longer has it.
  *
@@ -45,7 +46,7 @@ typedef struct renewal {
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
     size_t owner_len;
-    uint64_t token;
+    uint64_t id; /* the layout's hold_id */
 } renewal;
 
 static int64_t period_ns(const rlock__hold *h)
@@ -114,7 +115,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
         rlock__req_key(&req, rn[i].key, rn[i].key_len);
     for (i = 0; i < n; i++) {
         rlock__req_arg(&req, rn[i].owner, rn[i].owner_len);
-        rlock__req_argu(&req, rn[i].token);
+        rlock__req_argu(&req, rn[i].id);
         rlock__req_argi(&req, rn[i].lease_ms);
     }
     t_send = rlock__now_ns();
@@ -211,7 +212,7 @@ static void renew_due(rlock_client *c)
         rn[n].script = m->layout->renew;
         rn[n].group = c->backend->group(c, rn[n].key, rn[n].key_len);
         rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
-        rn[n].token = h->token;
+        rn[n].id = m->layout->hold_id(h);
         h->renewing = 1;
         n++;
     }

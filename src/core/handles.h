@@ -102,6 +102,11 @@ struct rlock_mutex {
      * read and written with relaxed atomics: a wrong guess costs a round
      * trip or a little Redis time, never correctness. */
     int calm;
+    /* A caller asked for a fencing token through this handle: its
+     * acquisitions draw one at once (the fenced fast form) rather than
+     * when asked (the lean form, and a round trip more). Set once, read
+     * with relaxed atomics: a hint too. */
+    int fenced;
 };
 
 #endif

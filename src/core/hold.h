@@ -3,8 +3,9 @@
  * The hold table: what a client knows about the locks its owners hold.
  *
  * Redis is the authority on who holds a lock; this table is the client's
- * bookkeeping of its own holds: the token to show on release, a mirror of
- * the hold count, and when the lease ends on the monotonic clock. The
+ * bookkeeping of its own holds: what names the hold to Redis (the nonce
+ * of the acquisition that took it, or its token), a mirror of the hold
+ * count, and when the lease ends on the monotonic clock. The
  * watchdog walks it to renew leases and to notice holds that ran out.
  * Everything here runs with the client's mu held.
  */
@@ -26,7 +27,8 @@ typedef struct rlock__hold {
     uint64_t serial; /* unique in the client, for in-flight renewals */
     rlock_mutex *m;
     rlock__as owner; /* owns a reference on owner.obj */
-    uint64_t token;
+    uint64_t token;       /* 0: not drawn yet (the layout's fence) */
+    uint64_t nonce;       /* of the acquisition that took it */
     int64_t count;
     int64_t lease_ms;     /* the lease asked for */
     int64_t cur_lease_ms; /* the lease Redis last set (a grant may be

@@ -64,6 +64,18 @@ int rlock__parse_acquire(const redisReply *r, rlock__acquired *a)
     const redisReply *e;
 
     memset(a, 0, sizeof *a);
+    /* The lean form's SET NX: taken, or nothing done. */
+    if (r->type == REDIS_REPLY_STATUS && r->len == 2 &&
+        memcmp(r->str, "OK", 2) == 0) {
+        a->status = 1;
+        a->plain = 1;
+        a->count = 1;
+        return RLOCK_OK;
+    }
+    if (r->type == REDIS_REPLY_NIL) {
+        a->status = RLOCK__ACQ_AGAIN;
+        return RLOCK_OK;
+    }
     /* A fresh acquisition's short answer: the token alone (count 1); or
      * a fast form's 0. */
     if (is_int(r)) {
@@ -101,10 +113,21 @@ int rlock__parse_acquire(const redisReply *r, rlock__acquired *a)
     e = r->element[1];
     if (e->type != REDIS_REPLY_STRING || !is_int(r->element[2]) ||
         r->element[2]->integer < 1 ||
-        parse_u64(e->str, (size_t)e->len, &a->token) != 0 || a->token == 0)
+        parse_u64(e->str, (size_t)e->len, &a->token) != 0)
         return RLOCK_EPROTO;
     a->status = 1;
     a->count = r->element[2]->integer;
+    return RLOCK_OK;
+}
+
+int rlock__parse_fence(const redisReply *r, uint64_t *token)
+{
+    *token = 0;
+    if (!is_int(r) || r->integer == 0 || r->integer < -1 ||
+        (r->integer > 0 && (uint64_t)r->integer > RLOCK__TOKEN_MAX))
+        return RLOCK_EPROTO;
+    if (r->integer > 0)
+        *token = (uint64_t)r->integer;
     return RLOCK_OK;
 }
 

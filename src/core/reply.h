@@ -26,16 +26,18 @@
  * which a Lua number is no longer exact. */
 #define RLOCK__TOKEN_MAX (UINT64_C(1) << 53)
 
-/* The acquire script's answer: {1, token, count}, {0, hint_ms}, {-1}, or
- * the token alone (an integer: a fresh acquisition of a free lock nobody
- * waited for, count 1); 0 from a fast form: nothing done, ask the full
- * script. */
+/* The acquire script's answer: {1, token, count} (token "0": a hold
+ * whose token is not drawn yet), {0, hint_ms}, {-1}, or the token alone
+ * (an integer: a fresh acquisition of a free lock nobody waited for,
+ * count 1); 0 from a fast form: nothing done, ask the full script. The
+ * lean form's SET NX answers +OK (taken, count 1, no token drawn) or nil
+ * (nothing done: ask the full script). */
 #define RLOCK__ACQ_AGAIN 2
 typedef struct rlock__acquired {
     int status;      /* 1 held, 0 busy, -1 a re-entry found the hold gone,
                         RLOCK__ACQ_AGAIN */
-    int plain;       /* status 1 from the token alone */
-    uint64_t token;  /* status 1: the fencing token, >= 1 */
+    int plain;       /* status 1 from the token alone, or +OK */
+    uint64_t token;  /* status 1: the fencing token, 0 if not drawn */
     int64_t count;   /* status 1: the hold count, >= 1 */
     int64_t hint_ms; /* status 0: how long the holder's lease lasts at
                         most, in [0, RLOCK_MS_MAX]; -1 if unknown */
@@ -55,6 +57,10 @@ typedef struct rlock__released {
 } rlock__released;
 
 int rlock__parse_release(const redisReply *r, rlock__released *out);
+
+/* The fence script's answer: the token (*token, >= 1), or 0 in *token if
+ * the hold is gone. */
+int rlock__parse_fence(const redisReply *r, uint64_t *token);
 
 /* The extend script's answer: *extended is 1 if the lease was set, 0 if
  * the hold was gone. */

@@ -19,12 +19,31 @@ void rlock__req_init(rlock__req *r, const rlock__script *s)
     r->cap = RLOCK__REQ_SMALL;
     r->chunks = NULL;
     r->small_used = 0;
+    if (s->command) {
+        r->argv[0] = s->command;
+        r->lens[0] = strlen(s->command);
+        r->argc = r->head = 1;
+        return;
+    }
     r->argv[0] = "EVALSHA";
     r->lens[0] = 7;
     r->argv[1] = s->sha;
     r->lens[1] = 40;
     r->argv[2] = r->nk;
-    r->argc = 3;
+    r->argc = r->head = 3;
+}
+
+int rlock__req_is_script(const rlock__req *r)
+{
+    return r->script->command == NULL;
+}
+
+const char *rlock__req_first_key(const rlock__req *r, size_t *len)
+{
+    if (r->nkeys == 0)
+        return NULL;
+    *len = r->lens[r->head];
+    return r->argv[r->head];
 }
 
 void rlock__req_free(rlock__req *r)
@@ -77,7 +96,7 @@ void rlock__req_key(rlock__req *r, const char *p, size_t len)
 {
     /* Keys come before arguments: a key after an argument would be sent
      * as one. */
-    if (r->argc != 3 + r->nkeys)
+    if (r->argc != r->head + r->nkeys)
         r->failed = 1;
     if (!room(r))
         return;
@@ -154,16 +173,9 @@ int rlock__req_finish(rlock__req *r)
 {
     if (r->failed)
         return RLOCK_ENOMEM;
-    r->lens[2] = (size_t)snprintf(r->nk, sizeof r->nk, "%d", r->nkeys);
+    if (rlock__req_is_script(r))
+        r->lens[2] = (size_t)snprintf(r->nk, sizeof r->nk, "%d", r->nkeys);
     return RLOCK_OK;
-}
-
-void rlock__req_use_body(rlock__req *r)
-{
-    r->argv[0] = "EVAL";
-    r->lens[0] = 4;
-    r->argv[1] = r->script->body;
-    r->lens[1] = r->script->len;
 }
 
 void rlock__results_init(rlock__results *res, int n)

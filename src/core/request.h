@@ -15,12 +15,15 @@
 #include "util/err.h"
 
 /* A Lua script, embedded at build time from src/layout/lua (the SHA-1
- * that EVALSHA names it by is computed then too). */
+ * that EVALSHA names it by is computed then too); or, with command set,
+ * a plain Redis command (no body, no digest), for a request that needs
+ * no script at all: the keys and arguments follow the command's name. */
 typedef struct rlock__script {
     const char *name; /* for messages: "acquire", "token release", ... */
     const char *body;
     size_t len;
-    const char *sha; /* 40 hex digits */
+    const char *sha;     /* 40 hex digits */
+    const char *command; /* NULL for a script */
 } rlock__script;
 
 /* Most nodes a request goes to (Redlock's largest). */
@@ -37,15 +40,16 @@ typedef struct rlock__chunk {
 #define RLOCK__REQ_SMALL 24
 
 /*
- * EVALSHA sha nkeys keys... args..., built in place: keys first, then
- * arguments. Strings added with _key/_arg are borrowed (they must outlive
+ * EVALSHA sha nkeys keys... args... (or COMMAND keys... args... for a
+ * plain command), built in place: keys first, then arguments. Strings added with _key/_arg are borrowed (they must outlive
  * the request); those added with _argu/_argi/_argf are copied into the
  * request.
  */
 typedef struct rlock__req {
     const rlock__script *script;
     int replicas; /* > 0: WAIT for that many replicas in the same write */
-    int argc;     /* 3 + nkeys + nargs */
+    int argc;     /* head + nkeys + nargs */
+    int head;     /* 3 (EVALSHA sha nkeys) or 1 (a command's name) */
     int nkeys;
     int failed; /* out of memory while building: RLOCK_ENOMEM */
     const char **argv;
@@ -60,6 +64,11 @@ typedef struct rlock__req {
 } rlock__req;
 
 void rlock__req_init(rlock__req *r, const rlock__script *s);
+/* Whether the request runs a script (it may meet NOSCRIPT). */
+int rlock__req_is_script(const rlock__req *r);
+/* The request's first key (it routes the request on a cluster), or NULL
+ * if it has none. */
+const char *rlock__req_first_key(const rlock__req *r, size_t *len);
 void rlock__req_free(rlock__req *r);
 /* Keys: all of them before the first argument. */
 void rlock__req_key(rlock__req *r, const char *p, size_t len);
@@ -72,8 +81,6 @@ void rlock__req_argcopy(rlock__req *r, const char *p, size_t len);
 /* Before sending: the argv ready (nkeys filled), RLOCK_OK or
  * RLOCK_ENOMEM. */
 int rlock__req_finish(rlock__req *r);
-/* Turns the request into EVAL with the script's body (after NOSCRIPT). */
-void rlock__req_use_body(rlock__req *r);
 
 /* What one node made of a request. */
 typedef struct rlock__result {

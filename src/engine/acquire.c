@@ -179,6 +179,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         mode = 'r';
         a.count = h->count;
         a.token = h->token;
+        a.id = lay->hold_id(h);
     }
     pthread_mutex_unlock(&c->mu);
     /* Without a queue a wait is a plain attempt; over copies there is
@@ -196,10 +197,13 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
     a.who = c->who + 1; /* "host/pid" */
     /* The fast form while the name is calm: one server, a fresh attempt.
      * If it cannot decide (the lock busy, waiters, a counter to seed), it
-     * did nothing and the full form follows in the same call. */
+     * did nothing and the full form follows in the same call. Its lean
+     * variant draws no token: taken for a mutex whose callers have never
+     * asked for one (rlock__token draws it if they do). */
     a.fast = fresh && (lay->flags & RLOCK__LAY_FAST) &&
              (c->backend->flags & RLOCK__BK_ONE_COPY) &&
              __atomic_load_n(&m->calm, __ATOMIC_RELAXED);
+    a.fenced = !lay->fence || __atomic_load_n(&m->fenced, __ATOMIC_RELAXED);
     for (;;) {
         lay->acquire(m, &a, &req);
         t0 = rlock__now_ns();
@@ -239,8 +243,8 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
                              "reply arrived after the lease had ended");
         } else if (t.held) {
             pthread_mutex_lock(&c->mu);
-            rc = rlock__hold_record(call, m, owner, t.token, t.count, t0,
-                                    m->lease_ms);
+            rc = rlock__hold_record(call, m, owner, t.token, a.id, t.count,
+                                    t0, m->lease_ms);
             pthread_mutex_unlock(&c->mu);
         } else {
             rc = not_held(call, m, &t, &res, hint_ms);
@@ -257,7 +261,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         pthread_mutex_lock(&c->mu);
         /* Where the client counts re-entries, Redis's count is not
          * the hold's. */
-        rc = rlock__hold_record(call, m, owner, t.token,
+        rc = rlock__hold_record(call, m, owner, t.token, a.nonce,
                                 rlock__counts_here(m) ? 1 : t.count, t0,
                                 m->lease_ms);
         pthread_mutex_unlock(&c->mu);

@@ -50,8 +50,8 @@ int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
 }
 
 int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                       uint64_t token, int64_t count, int64_t t0,
-                       int64_t granted_ms)
+                       uint64_t token, uint64_t nonce, int64_t count,
+                       int64_t t0, int64_t granted_ms)
 {
     rlock_client *c = m->c;
     rlock__hold *h = rlock__hold_find(&c->holds, m, owner.no);
@@ -65,7 +65,11 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
             return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         h->watchdog = m->opts.lease_ms == 0;
     }
-    h->token = token;
+    /* A re-entry answers the token Redis keeps, 0 if none was drawn; one
+     * drawn since (it is kept in Redis too) stays. */
+    if (token != 0 || h->nonce != nonce)
+        h->token = token;
+    h->nonce = nonce;
     h->count = count;
     h->lease_ms = m->lease_ms;
     h->cur_lease_ms = granted_ms;

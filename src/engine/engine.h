@@ -50,8 +50,17 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner);
 int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
                   int64_t lease_ms);
 
-/* The fencing token of owner's hold of m, or 0. Sends nothing. */
-uint64_t rlock__token(rlock_mutex *m, rlock__as owner);
+/* The fencing token of owner's hold of m into *token (0 on error): the
+ * one the acquisition drew, or one drawn now from Redis (fence.c), which
+ * also makes m's later acquisitions draw theirs at once. RLOCK_OK,
+ * RLOCK_ENOTOWNER, RLOCK_ELOST (the hold is gone: it is marked lost),
+ * RLOCK_EREPLICAS, or the request's error. */
+int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                 uint64_t *token);
+
+/* Makes m's acquisitions draw their token at once (rlock_with passes it
+ * to its callback). */
+void rlock__want_tokens(rlock_mutex *m);
 
 /* Forgets owner's hold of m without telling Redis (its lease runs out). */
 void rlock__forget(rlock_mutex *m, rlock__as owner);

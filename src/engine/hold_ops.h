@@ -15,13 +15,14 @@
 #include "core/owner.h"
 #include "core/request.h"
 
-/* Records (or updates) owner's hold of m after Redis granted it: token,
- * count, the lease counted from t0, Redis having set granted_ms of it so
- * far (mu held). Starts the background work first: a hold nobody renews
- * or watches must not be recorded. */
+/* Records (or updates) owner's hold of m after Redis granted it: token
+ * (0: not drawn yet), the nonce of the acquisition that took it, count,
+ * the lease counted from t0, Redis having set granted_ms of it so far (mu
+ * held). Starts the background work first: a hold nobody renews or
+ * watches must not be recorded. */
 int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                       uint64_t token, int64_t count, int64_t t0,
-                       int64_t granted_ms);
+                       uint64_t token, uint64_t nonce, int64_t count,
+                       int64_t t0, int64_t granted_ms);
 
 /* With the mutex's replicas: makes sure owner's new hold reached enough
  * of them, or releases it and returns RLOCK_EREPLICAS (or the error that

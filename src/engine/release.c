@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Release and extend, for every layout and backend; the replica check of
- * a new hold; what a caller may ask of its own hold without Redis.
+ * a new hold; forgetting a hold without Redis.
  *
  * Both count the nodes' answers against the quorum as an acquisition
  * does: a release is done when a quorum no longer has the hold (released
@@ -31,12 +31,13 @@ static const char *whose(rlock__as owner)
     return owner.obj ? "this owner" : "this thread";
 }
 
-/* Looks up owner's hold for unlock/extend. On RLOCK_OK the hold's token
- * and count are in *token and *count and mu is released. An extend waits
+/* Looks up owner's hold for unlock/extend. On RLOCK_OK what the layout
+ * knows the hold by and its count are in *id and *count and mu is
+ * released. An extend waits
  * for a renewal in flight, and keeps renewals off the hold until it is
  * done, so that the last lease Redis set is the one the client records. */
 static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                    uint64_t *token, int64_t *count, int *unknown,
+                    uint64_t *id, int64_t *count, int *unknown,
                     int extending)
 {
     rlock_client *c = m->c;
@@ -72,7 +73,7 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
                            "the hold's lease ended before this call, with "
                            "no renewal confirmed in time");
     }
-    *token = h->token;
+    *id = m->layout->hold_id(h);
     *count = h->count;
     if (unknown)
         *unknown = h->release_unknown;
@@ -91,12 +92,12 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     rlock__results res;
     rlock__req req;
     rlock__hold *h;
-    uint64_t token = 0;
+    uint64_t id = 0;
     int64_t count = 0, remaining = 0;
     int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0, fast;
     char unnotified[200] = "";
 
-    if ((rc = own_hold(call, m, owner, &token, &count, &unknown, 0)) !=
+    if ((rc = own_hold(call, m, owner, &id, &count, &unknown, 0)) !=
         RLOCK_OK)
         return rc;
     if (count > 1 && rlock__counts_here(m)) {
@@ -115,7 +116,7 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     for (;;) {
         int again = 0;
 
-        m->layout->release(m, who, m->layout->owner(c, owner.no, who), token,
+        m->layout->release(m, who, m->layout->owner(c, owner.no, who), id,
                            count, fast, &req);
         rc = rlock__send(call, m, &req, 0, &res);
         for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
@@ -209,14 +210,14 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__results res;
     rlock__req req;
     rlock__hold *h;
-    uint64_t token = 0;
+    uint64_t id = 0;
     int64_t count, t0, margin, valid_until;
     int extended = 0, gone = 0, i, rc;
     long long acks = 0;
 
-    if ((rc = own_hold(call, m, owner, &token, &count, NULL, 1)) != RLOCK_OK)
+    if ((rc = own_hold(call, m, owner, &id, &count, NULL, 1)) != RLOCK_OK)
         return rc;
-    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), token,
+    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), id,
                       lease_ms, &req);
     req.replicas = m->replicas;
     margin = c->backend->margin_ns(c, lease_ms);
@@ -323,20 +324,6 @@ int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
     rlock__call_begin(&undo, m);
     rlock__release(&undo, m, owner);
     return rc;
-}
-
-uint64_t rlock__token(rlock_mutex *m, rlock__as owner)
-{
-    rlock_client *c = m->c;
-    rlock__hold *h;
-    uint64_t token = 0;
-
-    pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(&c->holds, m, owner.no);
-    if (h && !h->lost)
-        token = h->token;
-    pthread_mutex_unlock(&c->mu);
-    return token;
 }
 
 void rlock__forget(rlock_mutex *m, rlock__as owner)

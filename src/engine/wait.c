@@ -102,8 +102,9 @@ static int accept_grant(wait *s)
     w->granted = 0;
     if (rlock__now_ns() >= s->t_first + w->grant_ms * RLOCK__NS_PER_MS)
         return 0;
-    return rlock__hold_record(s->call, s->m, s->owner, w->grant_token, 1,
-                              s->t_first, w->grant_ms) == RLOCK_OK;
+    return rlock__hold_record(s->call, s->m, s->owner, w->grant_token,
+                              w->nonce, 1, s->t_first,
+                              w->grant_ms) == RLOCK_OK;
 }
 
 /* What to do next, before an attempt (mu held). */

@@ -25,6 +25,7 @@
 #include <rlock/rlock.h>
 
 #include "core/handles.h"
+#include "core/hold.h"
 #include "core/owner.h"
 #include "core/reply.h"
 #include "core/request.h"
@@ -38,9 +39,13 @@ typedef struct rlock__acq {
     uint64_t nonce; /* names this acquisition (all its attempts) */
     int64_t count;  /* 'r': the count held */
     uint64_t token; /* 'r': the token held */
+    uint64_t id;    /* 'r': the hold's id (hold_id) */
     int64_t waiter_ttl_ms;
     const char *who; /* the holder's "host/pid", for operators */
     int fast;        /* the fast form (RLOCK__LAY_FAST; 't' and 'w') */
+    /* With fast: the token drawn with the acquisition. 0: the lean form,
+     * which draws none where the layout can draw it later (fence). */
+    int fenced;
 } rlock__acq;
 
 /* Re-entry is counted in Redis (the layout's scripts take and return the
@@ -55,9 +60,9 @@ typedef struct rlock__acq {
 #define RLOCK__LAY_COPIES 4u
 /* Its acquire and last-level release have a fast form (rlock__acq.fast,
  * release's fast) for a name nobody contends: fewer keys and arguments,
- * each of which costs Redis time. A fast form may answer "again"
- * (RLOCK__ACQ_AGAIN, RLOCK__RELEASE_AGAIN): nothing was done, and the
- * full form must be sent. */
+ * each of which costs Redis time, or no script at all. A fast form may
+ * answer "again" (RLOCK__ACQ_AGAIN, RLOCK__RELEASE_AGAIN): nothing was
+ * done, and the full form must be sent. */
 #define RLOCK__LAY_FAST 8u
 
 typedef struct rlock__layout {
@@ -75,12 +80,17 @@ typedef struct rlock__layout {
     size_t (*owner)(const rlock_client *c, uint64_t no,
                     char buf[RLOCK__OWNER_MAX]);
 
+    /* What the layout's scripts know a hold by, beside its owner (its
+     * token, or the nonce of the acquisition that took it): the id that
+     * release, extend and the watchdog's batch name it by. */
+    uint64_t (*hold_id)(const rlock__hold *h);
+
     /* The requests. Strings given are borrowed by the request. */
     void (*acquire)(const rlock_mutex *m, const rlock__acq *a, rlock__req *r);
     void (*release)(const rlock_mutex *m, const char *owner, size_t len,
-                    uint64_t token, int64_t count, int fast, rlock__req *r);
+                    uint64_t id, int64_t count, int fast, rlock__req *r);
     void (*extend)(const rlock_mutex *m, const char *owner, size_t len,
-                   uint64_t token, int64_t lease_ms, rlock__req *r);
+                   uint64_t id, int64_t lease_ms, rlock__req *r);
     /* Undoes acquisition nonce (0: only the owner's place in the queue). */
     void (*cancel)(const rlock_mutex *m, const char *owner, size_t len,
                    uint64_t nonce, rlock__req *r);
@@ -88,9 +98,14 @@ typedef struct rlock__layout {
      * tokens are never agreed over copies). */
     void (*retoken)(const rlock_mutex *m, const char *owner, size_t len,
                     uint64_t nonce, uint64_t token, rlock__req *r);
+    /* The token of owner's hold taken by acquisition nonce without one
+     * (the lean form); the answer is the token, or -1 if the hold is gone
+     * (rlock__parse_fence). NULL: every acquisition draws its token. */
+    void (*fence)(const rlock_mutex *m, const char *owner, size_t len,
+                  uint64_t nonce, rlock__req *r);
     void (*status)(const rlock_mutex *m, rlock__req *r);
     void (*force)(const rlock_mutex *m, rlock__req *r);
-    /* The watchdog's batch: KEYS are lock keys, ARGV (owner, token,
+    /* The watchdog's batch: KEYS are lock keys, ARGV (owner, id,
      * lease_ms) per key; the answer is 1 (renewed) or 0 (gone) per key. */
     const rlock__script *renew;
     /* Every script the layout's requests name (NULL-terminated), for the
@@ -127,11 +142,14 @@ const rlock__script *const *rlock__layout_scripts(int *n);
 char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
                         const char *suffix, size_t *out_len);
 
-/* The extend request every layout sends: KEYS lock, ARGV owner, token,
+/* The extend request every layout sends: KEYS lock, ARGV owner, id,
  * lease_ms, to script s. */
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
-                       const char *owner, size_t len, uint64_t token,
+                       const char *owner, size_t len, uint64_t id,
                        int64_t lease_ms, rlock__req *r);
+
+/* hold_id for layouts that know a hold by its token. */
+uint64_t rlock__hold_token(const rlock__hold *h);
 
 extern const rlock__layout rlock__layout_native;
 extern const rlock__layout rlock__layout_token;

@@ -1,20 +1,27 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock's own layout (RLOCK_LAYOUT_NATIVE, docs/protocol.md): the lock is
- * a string "<owner> <token> <nonce> <count> <w>" under "{prefix:name}",
- * read and written whole, beside a fencing counter and a FIFO queue of
- * waiters (a list, and a hash of each place's deadline and what it asked
- * for). A release hands the lock to the first live waiter and tells that
- * waiter's client on its own channel, "{prefix:name}:wake:<client id>",
- * so a release wakes one process, not every process waiting for the lock.
- * All four keys and the channel share one hash tag: one cluster slot.
+ * a string "<owner> <nonce> <count> <w> <token>[ <end>]" under
+ * "{prefix:name}" (lua/native_value.lua), read and written whole, beside
+ * a fencing counter and a FIFO queue of waiters (a list, and a hash of
+ * each place's deadline and what it asked for). A release hands the lock
+ * to the first live waiter and tells that waiter's client on its own
+ * channel, "{prefix:name}:wake:<client id>", so a release wakes one
+ * process, not every process waiting for the lock. All four keys and the
+ * channel share one hash tag: one cluster slot. A hold is known by its
+ * owner and the nonce of the acquisition that took it.
  *
  * While a name is calm (m->calm), the acquisition and the last release go
- * in a fast form that carries only what the uncontended case reads: three
- * keys and three arguments, one key and one. Each key and argument costs
- * Redis time on every call (docs/performance.md). The uncontended pair is
- * then five commands in Redis (EXISTS, INCR, SET; GET, DEL) and two
- * integer answers.
+ * in a fast form that carries only what the uncontended case reads. The
+ * acquisition's lean form is no script at all: SET lock value NX PX
+ * lease, which Redis runs as cheaply as any lock can be taken; it draws
+ * no fencing token (the value says token 0), and fence() draws one when
+ * the holder first asks. A queue keeps its lock key alive, so SET NX
+ * never passes a queued waiter. For a mutex whose callers use tokens the
+ * fast form is the fenced script instead (three keys, three arguments,
+ * the token in the answer). The release's fast form is one key and one
+ * argument. Each key and argument costs Redis time on every call
+ * (docs/performance.md).
  *
  * It is the one layout that can be held over a quorum of copies
  * (Redlock): its acquire script takes a plain attempt, and its tokens can
@@ -59,48 +66,87 @@ static void keys(const rlock_mutex *m, int n, rlock__req *r)
         rlock__req_key(r, m->keys[i], m->key_lens[i]);
 }
 
-/* Fast form: KEYS lock, fence, queue; ARGV owner, lease_ms, nonce. Full:
- * the four keys; ARGV owner, lease_ms, nonce, mode, waiter_ttl_ms, and
- * for a re-entry count and token. */
+/* The lean acquisition: no script. A new lock "<owner> <nonce> 1 0 0"
+ * (count 1, nobody queued, no token drawn) if the key is absent: +OK,
+ * or nil (busy, queued for, or someone's data: ask the full form). */
+static const rlock__script lean_set = {"acquire", NULL, 0, NULL, "SET"};
+
+/* Lean form: SET lock value NX PX lease_ms. Fenced fast form: KEYS lock,
+ * fence, queue; ARGV owner, lease_ms, nonce. Full: the four keys; ARGV
+ * owner, lease_ms, nonce (a re-entry: the hold's), mode, waiter_ttl_ms,
+ * and for a re-entry the count. */
 static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 {
+    if (a->fast && !a->fenced) {
+        char v[RLOCK__OWNER_MAX + 32];
+        int n = snprintf(v, sizeof v, "%.*s %" PRIu64 " 1 0 0",
+                         (int)a->owner_len, a->owner, a->nonce);
+        rlock__req_init(r, &lean_set);
+        keys(m, 1, r);
+        rlock__req_argcopy(r, v, (size_t)n);
+        rlock__req_arg(r, "NX", 2);
+        rlock__req_arg(r, "PX", 2);
+        rlock__req_argi(r, a->lease_ms);
+        return;
+    }
     rlock__req_init(r, a->fast ? &rlock__lua_native_acquire_fast
                                : &rlock__lua_native_acquire);
     keys(m, a->fast ? 3 : 4, r);
     rlock__req_arg(r, a->owner, a->owner_len);
     rlock__req_argi(r, a->lease_ms);
-    rlock__req_argu(r, a->nonce);
+    rlock__req_argu(r, a->mode == 'r' ? a->id : a->nonce);
     if (a->fast)
         return;
     rlock__req_arg(r, &a->mode, 1);
     rlock__req_argi(r, a->waiter_ttl_ms);
-    if (a->mode == 'r') {
+    if (a->mode == 'r')
         rlock__req_argi(r, a->count);
-        rlock__req_argu(r, a->token);
-    }
 }
 
-/* Fast form (the last level): KEYS lock; ARGV "<owner> <token> " (how
- * the hold's value starts). Full: the four keys; ARGV that, count. */
-static void release(const rlock_mutex *m, const char *o, size_t len,
-                    uint64_t token, int64_t count, int fast, rlock__req *r)
+/* A hold is known by the nonce of the acquisition that took it: its
+ * token may not be drawn yet. */
+static uint64_t hold_id(const rlock__hold *h)
+{
+    return h->nonce;
+}
+
+/* "<owner> <nonce> ": how the value of the hold starts. */
+static void start_arg(const char *o, size_t len, uint64_t nonce, rlock__req *r)
 {
     char start[RLOCK__OWNER_MAX + 24];
     int n = snprintf(start, sizeof start, "%.*s %" PRIu64 " ", (int)len, o,
-                     token);
+                     nonce);
 
+    rlock__req_argcopy(r, start, (size_t)n);
+}
+
+/* Fast form (the last level): KEYS lock; ARGV "<owner> <nonce> ". Full:
+ * the four keys; ARGV that, count. */
+static void release(const rlock_mutex *m, const char *o, size_t len,
+                    uint64_t nonce, int64_t count, int fast, rlock__req *r)
+{
     rlock__req_init(r, fast ? &rlock__lua_native_release_fast
                             : &rlock__lua_native_release);
     keys(m, fast ? 1 : 4, r);
-    rlock__req_argcopy(r, start, (size_t)n);
+    start_arg(o, len, nonce, r);
     if (!fast)
         rlock__req_argi(r, count);
 }
 
+/* KEYS: lock. ARGV: owner, nonce, lease_ms. */
 static void extend(const rlock_mutex *m, const char *o, size_t len,
-                   uint64_t token, int64_t lease_ms, rlock__req *r)
+                   uint64_t nonce, int64_t lease_ms, rlock__req *r)
 {
-    rlock__extend_req(&rlock__lua_native_extend, m, o, len, token, lease_ms, r);
+    rlock__extend_req(&rlock__lua_native_extend, m, o, len, nonce, lease_ms, r);
+}
+
+/* KEYS: lock, fence. ARGV: "<owner> <nonce> ". */
+static void fence(const rlock_mutex *m, const char *o, size_t len,
+                  uint64_t nonce, rlock__req *r)
+{
+    rlock__req_init(r, &rlock__lua_native_fence);
+    keys(m, 2, r);
+    start_arg(o, len, nonce, r);
 }
 
 /* ARGV: owner, nonce. */
@@ -195,6 +241,7 @@ static const rlock__script *const scripts[] = {
     &rlock__lua_native_renew,
     &rlock__lua_native_cancel,
     &rlock__lua_native_retoken,
+    &rlock__lua_native_fence,
     &rlock__lua_native_status,
     &rlock__lua_native_force,
     NULL,
@@ -208,11 +255,13 @@ const rlock__layout rlock__layout_native = {
     1,
     names,
     owner,
+    hold_id,
     acquire,
     release,
     extend,
     cancel,
     retoken,
+    fence,
     status,
     force,
     &rlock__lua_native_renew,

@@ -207,11 +207,13 @@ const rlock__layout rlock__layout_redisson = {
     1,
     names,
     owner,
+    rlock__hold_token,
     acquire,
     release,
     extend,
     cancel,
-    NULL,
+    NULL, /* retoken */
+    NULL, /* fence: every acquisition draws its token */
     status,
     force,
     &rlock__lua_redisson_renew,

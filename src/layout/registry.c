@@ -70,12 +70,17 @@ char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
 }
 
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
-                       const char *owner, size_t len, uint64_t token,
+                       const char *owner, size_t len, uint64_t id,
                        int64_t lease_ms, rlock__req *r)
 {
     rlock__req_init(r, s);
     rlock__req_key(r, m->keys[0], m->key_lens[0]);
     rlock__req_arg(r, owner, len);
-    rlock__req_argu(r, token);
+    rlock__req_argu(r, id);
     rlock__req_argi(r, lease_ms);
+}
+
+uint64_t rlock__hold_token(const rlock__hold *h)
+{
+    return h->token;
 }

@@ -17,6 +17,7 @@ extern const rlock__script rlock__lua_native_extend;
 extern const rlock__script rlock__lua_native_renew;
 extern const rlock__script rlock__lua_native_cancel;
 extern const rlock__script rlock__lua_native_retoken;
+extern const rlock__script rlock__lua_native_fence;
 extern const rlock__script rlock__lua_native_status;
 extern const rlock__script rlock__lua_native_force;
 

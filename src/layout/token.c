@@ -155,11 +155,13 @@ const rlock__layout rlock__layout_token = {
     0,
     names,
     owner,
+    rlock__hold_token,
     acquire,
     release,
     extend,
     cancel,
-    NULL,
+    NULL, /* retoken */
+    NULL, /* fence: every acquisition draws its token */
     status,
     force,
     &rlock__lua_token_renew,

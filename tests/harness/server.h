@@ -59,10 +59,11 @@ const char *rt_server_binary(void);
 redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 /* Integer reply of a command, failing the test on any other reply. */
 long long rt_cmd_int(rt_server *s, const char *fmt, ...);
-/* rlock's own layout keeps a lock as the string "<owner> <token> <nonce>
- * <count> <w>" under "{rlock:NAME}" (docs/protocol.md). One field of the
- * lock called name, into buf (len bytes): "" if there is no lock. */
-enum { RT_OWNER, RT_TOKEN, RT_NONCE, RT_COUNT, RT_WAITERS };
+/* rlock's own layout keeps a lock as the string "<owner> <nonce> <count>
+ * <w> <token>", followed by " <end_ms>" while w is 1, under "{rlock:NAME}"
+ * (docs/protocol.md); token 0 until it is drawn. One field of the lock
+ * called name, into buf (len bytes): "" if there is no lock. */
+enum { RT_OWNER, RT_NONCE, RT_COUNT, RT_WAITERS, RT_TOKEN, RT_END };
 const char *rt_lock_field(rt_server *s, const char *name, int field,
                           char *buf, size_t len);
 /* The count field as a number (0 if there is no lock). */

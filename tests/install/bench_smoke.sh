@@ -45,7 +45,7 @@ if [ "$(nproc)" -ge 2 ]; then
     [[ $line =~ ^pinned:\ redis-server\ on\ CPU\ ([0-9]+),\ the\ bench\ on\ CPU\ ([0-9,]+)$ ]] ||
         fail "--pin: $line"
     [[ ,${BASH_REMATCH[2]}, != *,${BASH_REMATCH[1]},* ]] || fail "--pin: Redis's CPU shared: $line"
-    [ "$(grep -Ec '^        busy \(% of a core\) Redis rlock [0-9]+ scripts [0-9]+ floor [0-9]+; client ' "$out/pin")" = 4 ] ||
+    [ "$(grep -Ec '^        busy \(% of a core\) Redis rlock [0-9]+ protocol [0-9]+ floor [0-9]+; client ' "$out/pin")" = 4 ] ||
         fail "--pin: busy lines: $(cat "$out/pin")"
 fi
 

@@ -1,9 +1,12 @@
 -- SPDX-License-Identifier: BSD-3-Clause
--- Extend. ARGV: owner, token, lease_ms. 1 if extended, 0 if the hold is
--- gone (never recreates the key).
+-- Extend. KEYS: lock. ARGV: owner, nonce, lease_ms. 1 if extended, 0 if
+-- the hold is gone (never recreates the key).
+--! include native_value.lua
 local v = redis.call('GET', KEYS[1])
-if v and string.find(v, ARGV[1] .. ' ' .. ARGV[2] .. ' ', 1, true) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return 1
+if not v or string.find(v, ARGV[1] .. ' ' .. ARGV[2] .. ' ', 1, true) ~= 1 then
+  return 0
 end
-return 0
+local o, non, cnt, w, tok, e = parse(v)
+if not o or not live(w, e) then return 0 end
+stretch(KEYS[1], o, non, cnt, w, tok, tonumber(ARGV[3]))
+return 1

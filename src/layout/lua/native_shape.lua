@@ -2,8 +2,8 @@
 -- The operators' scripts (status, force) act only on keys shaped as this
 -- layout keeps a lock; anything else is someone's data, left untouched:
 -- they return {0, what it is} instead. Each key is absent or of its type,
--- and the lock key is a string "<owner> <token> <nonce> <count> <w>" with
--- an expiry (every hold has a lease).
+-- and the lock key is a string of the form native_value.lua describes,
+-- with an expiry (every hold has a lease). parse() must be defined.
 local function not_a_lock()
   local want = {'string', 'string', 'list', 'hash'}
   local role = {'lock key', 'fencing counter', 'queue key',
