@@ -334,11 +334,15 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
          * not called. A lost hold has nothing to release. */
         rlock__as as = as_owner ? rlock__as_owner(o) : rlock__as_thread();
         rlock__call undo;
+        int urc;
         if (rc != RLOCK_ELOST) {
+            /* rlock_with's own level goes back; an outer hold of the same
+             * owner stays. */
             rlock__call_begin(&undo, m);
-            rlock__release(&undo, m, as);
+            urc = rlock__release(&undo, m, as);
+            if (urc != RLOCK_OK && urc != RLOCK_ENOTIFY && urc != RLOCK_ELOST)
+                rlock__forget(m, as);
         }
-        rlock__forget(m, as);
         return rc;
     }
     result = fn(arg, token);
@@ -349,8 +353,9 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
         return rc;
     if (rc != RLOCK_OK && rc != RLOCK_ENOTIFY)
         /* Redis could not be reached twice: stop renewing and let the
-         * lease run out, since nobody is left to unlock. fn's work was
-         * done under a valid hold, so its result stands. */
+         * lease run out, since nobody is left to unlock (an outer hold of
+         * the same owner keeps its own level). fn's work was done under a
+         * valid hold, so its result stands. */
         rlock__forget(m, as_owner ? rlock__as_owner(o) : rlock__as_thread());
     return result;
 }

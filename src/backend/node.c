@@ -842,7 +842,7 @@ static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
     int i, again = 1, any = 0;
 
     rlock__results_init(res, n);
-    memset(legs, 0, sizeof legs);
+    memset(legs, 0, sizeof legs[0] * (size_t)n);
     for (i = 0; i < n; i++) {
         legs[i].node = nodes[i];
         legs[i].ask_flag = flags & RLOCK__X_ASKING;

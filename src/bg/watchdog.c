@@ -46,7 +46,8 @@ typedef struct renewal {
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
     size_t owner_len;
-    uint64_t id; /* the layout's hold_id */
+    uint64_t id;    /* the layout's hold_id */
+    uint64_t token; /* the client's (0: not drawn) */
 } renewal;
 
 static int64_t period_ns(const rlock__hold *h)
@@ -116,6 +117,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
     for (i = 0; i < n; i++) {
         rlock__req_arg(&req, rn[i].owner, rn[i].owner_len);
         rlock__req_argu(&req, rn[i].id);
+        rlock__req_argu(&req, rn[i].token);
         rlock__req_argi(&req, rn[i].lease_ms);
     }
     t_send = rlock__now_ns();
@@ -213,6 +215,7 @@ static void renew_due(rlock_client *c)
         rn[n].group = c->backend->group(c, rn[n].key, rn[n].key_len);
         rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
         rn[n].id = m->layout->hold_id(h);
+        rn[n].token = h->token;
         h->renewing = 1;
         n++;
     }

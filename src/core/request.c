@@ -7,6 +7,7 @@
 #include <rlock/rlock.h>
 
 #include "core/request.h"
+#include "util/dec.h"
 
 void rlock__req_init(rlock__req *r, const rlock__script *s)
 {
@@ -157,16 +158,16 @@ void rlock__req_argcopy(rlock__req *r, const char *s, size_t len)
 
 void rlock__req_argu(rlock__req *r, uint64_t v)
 {
-    char buf[24];
+    char buf[RLOCK__DEC_MAX];
 
-    rlock__req_argcopy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRIu64, v));
+    rlock__req_argcopy(r, buf, rlock__dec_u64(buf, v));
 }
 
 void rlock__req_argi(rlock__req *r, int64_t v)
 {
-    char buf[24];
+    char buf[RLOCK__DEC_MAX];
 
-    rlock__req_argcopy(r, buf, (size_t)snprintf(buf, sizeof buf, "%" PRId64, v));
+    rlock__req_argcopy(r, buf, rlock__dec_i64(buf, v));
 }
 
 int rlock__req_finish(rlock__req *r)
@@ -174,7 +175,7 @@ int rlock__req_finish(rlock__req *r)
     if (r->failed)
         return RLOCK_ENOMEM;
     if (rlock__req_is_script(r))
-        r->lens[2] = (size_t)snprintf(r->nk, sizeof r->nk, "%d", r->nkeys);
+        r->lens[2] = rlock__dec_i64(r->nk, r->nkeys);
     return RLOCK_OK;
 }
 

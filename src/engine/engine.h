@@ -62,7 +62,9 @@ int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
  * to its callback). */
 void rlock__want_tokens(rlock_mutex *m);
 
-/* Forgets owner's hold of m without telling Redis (its lease runs out). */
+/* Forgets one level of owner's hold of m without telling Redis: the last
+ * level forgets the hold (its lease runs out); an inner one only lowers
+ * the client's count. */
 void rlock__forget(rlock_mutex *m, rlock__as owner);
 
 /* The operators' calls: m's lock as Redis has it, and its removal. */

@@ -32,13 +32,13 @@ static const char *whose(rlock__as owner)
 }
 
 /* Looks up owner's hold for unlock/extend. On RLOCK_OK what the layout
- * knows the hold by and its count are in *id and *count and mu is
- * released. An extend waits
+ * knows the hold by, its token and its count are in *id, *token (if not
+ * NULL) and *count and mu is released. An extend waits
  * for a renewal in flight, and keeps renewals off the hold until it is
  * done, so that the last lease Redis set is the one the client records. */
 static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                    uint64_t *id, int64_t *count, int *unknown,
-                    int extending)
+                    uint64_t *id, uint64_t *token, int64_t *count,
+                    int *unknown, int extending)
 {
     rlock_client *c = m->c;
     rlock__hold *h;
@@ -74,6 +74,8 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
                            "no renewal confirmed in time");
     }
     *id = m->layout->hold_id(h);
+    if (token)
+        *token = h->token;
     *count = h->count;
     if (unknown)
         *unknown = h->release_unknown;
@@ -97,7 +99,7 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0, fast;
     char unnotified[200] = "";
 
-    if ((rc = own_hold(call, m, owner, &id, &count, &unknown, 0)) !=
+    if ((rc = own_hold(call, m, owner, &id, NULL, &count, &unknown, 0)) !=
         RLOCK_OK)
         return rc;
     if (count > 1 && rlock__counts_here(m)) {
@@ -210,14 +212,15 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__results res;
     rlock__req req;
     rlock__hold *h;
-    uint64_t id = 0;
+    uint64_t id = 0, token = 0;
     int64_t count, t0, margin, valid_until;
     int extended = 0, gone = 0, i, rc;
     long long acks = 0;
 
-    if ((rc = own_hold(call, m, owner, &id, &count, NULL, 1)) != RLOCK_OK)
+    if ((rc = own_hold(call, m, owner, &id, &token, &count, NULL, 1)) !=
+        RLOCK_OK)
         return rc;
-    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), id,
+    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), id, token,
                       lease_ms, &req);
     req.replicas = m->replicas;
     margin = c->backend->margin_ns(c, lease_ms);
@@ -333,7 +336,12 @@ void rlock__forget(rlock_mutex *m, rlock__as owner)
 
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(&c->holds, m, owner.no);
-    if (h)
+    /* An inner level (a re-entry inside an outer hold) comes off the
+     * client's count only: the outer hold is still wanted, and the
+     * owner's next release sets Redis's count from the client's. */
+    if (h && h->count > 1)
+        h->count--;
+    else if (h)
         rlock__hold_remove(&c->holds, h);
     pthread_mutex_unlock(&c->mu);
 }

@@ -90,7 +90,8 @@ typedef struct rlock__layout {
     void (*release)(const rlock_mutex *m, const char *owner, size_t len,
                     uint64_t id, int64_t count, int fast, rlock__req *r);
     void (*extend)(const rlock_mutex *m, const char *owner, size_t len,
-                   uint64_t id, int64_t lease_ms, rlock__req *r);
+                   uint64_t id, uint64_t token, int64_t lease_ms,
+                   rlock__req *r);
     /* Undoes acquisition nonce (0: only the owner's place in the queue). */
     void (*cancel)(const rlock_mutex *m, const char *owner, size_t len,
                    uint64_t nonce, rlock__req *r);
@@ -105,8 +106,9 @@ typedef struct rlock__layout {
                   uint64_t nonce, rlock__req *r);
     void (*status)(const rlock_mutex *m, rlock__req *r);
     void (*force)(const rlock_mutex *m, rlock__req *r);
-    /* The watchdog's batch: KEYS are lock keys, ARGV (owner, id,
-     * lease_ms) per key; the answer is 1 (renewed) or 0 (gone) per key. */
+    /* The watchdog's batch: KEYS are lock keys, ARGV (owner, id, token,
+     * lease_ms) per key (token: the client's, 0 if not drawn); the answer
+     * is 1 (renewed) or 0 (gone) per key. */
     const rlock__script *renew;
     /* Every script the layout's requests name (NULL-terminated), for the
      * servers to load before the first request. */
@@ -143,7 +145,7 @@ char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
                         const char *suffix, size_t *out_len);
 
 /* The extend request every layout sends: KEYS lock, ARGV owner, id,
- * lease_ms, to script s. */
+ * lease_ms, to script s (a layout may add arguments after them). */
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
                        const char *owner, size_t len, uint64_t id,
                        int64_t lease_ms, rlock__req *r);

@@ -27,14 +27,13 @@
  * (Redlock): its acquire script takes a plain attempt, and its tokens can
  * be agreed over the nodes afterwards (retoken).
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/waiter.h"
 #include "layout/layout.h"
 #include "layout/scripts.h"
+#include "util/dec.h"
 
 static int names(rlock_mutex *m, const char *prefix)
 {
@@ -66,6 +65,18 @@ static void keys(const rlock_mutex *m, int n, rlock__req *r)
         rlock__req_key(r, m->keys[i], m->key_lens[i]);
 }
 
+/* "<owner> <nonce> " into buf (len + 22 bytes at most); its length. */
+static size_t start(const char *o, size_t len, uint64_t nonce, char *buf)
+{
+    size_t n = len;
+
+    memcpy(buf, o, len);
+    buf[n++] = ' ';
+    n += rlock__dec_u64(buf + n, nonce);
+    buf[n++] = ' ';
+    return n;
+}
+
 /* The lean acquisition: no script. A new lock "<owner> <nonce> 1 0 0"
  * (count 1, nobody queued, no token drawn) if the key is absent: +OK,
  * or nil (busy, queued for, or someone's data: ask the full form). */
@@ -78,12 +89,12 @@ static const rlock__script lean_set = {"acquire", NULL, 0, NULL, "SET"};
 static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 {
     if (a->fast && !a->fenced) {
-        char v[RLOCK__OWNER_MAX + 32];
-        int n = snprintf(v, sizeof v, "%.*s %" PRIu64 " 1 0 0",
-                         (int)a->owner_len, a->owner, a->nonce);
+        char v[RLOCK__OWNER_MAX + RLOCK__DEC_MAX + 8];
+        size_t n = start(a->owner, a->owner_len, a->nonce, v);
+        memcpy(v + n, "1 0 0", 5);
         rlock__req_init(r, &lean_set);
         keys(m, 1, r);
-        rlock__req_argcopy(r, v, (size_t)n);
+        rlock__req_argcopy(r, v, n + 5);
         rlock__req_arg(r, "NX", 2);
         rlock__req_arg(r, "PX", 2);
         rlock__req_argi(r, a->lease_ms);
@@ -113,11 +124,9 @@ static uint64_t hold_id(const rlock__hold *h)
 /* "<owner> <nonce> ": how the value of the hold starts. */
 static void start_arg(const char *o, size_t len, uint64_t nonce, rlock__req *r)
 {
-    char start[RLOCK__OWNER_MAX + 24];
-    int n = snprintf(start, sizeof start, "%.*s %" PRIu64 " ", (int)len, o,
-                     nonce);
+    char buf[RLOCK__OWNER_MAX + RLOCK__DEC_MAX + 2];
 
-    rlock__req_argcopy(r, start, (size_t)n);
+    rlock__req_argcopy(r, buf, start(o, len, nonce, buf));
 }
 
 /* Fast form (the last level): KEYS lock; ARGV "<owner> <nonce> ". Full:
@@ -133,11 +142,14 @@ static void release(const rlock_mutex *m, const char *o, size_t len,
         rlock__req_argi(r, count);
 }
 
-/* KEYS: lock. ARGV: owner, nonce, lease_ms. */
+/* KEYS: lock. ARGV: owner, nonce, lease_ms, the client's token (0: none
+ * drawn), which Redis must still have. */
 static void extend(const rlock_mutex *m, const char *o, size_t len,
-                   uint64_t nonce, int64_t lease_ms, rlock__req *r)
+                   uint64_t nonce, uint64_t token, int64_t lease_ms,
+                   rlock__req *r)
 {
     rlock__extend_req(&rlock__lua_native_extend, m, o, len, nonce, lease_ms, r);
+    rlock__req_argu(r, token);
 }
 
 /* KEYS: lock, fence. ARGV: "<owner> <nonce> ". */

@@ -101,8 +101,10 @@ static void release(const rlock_mutex *m, const char *o, size_t len,
 
 /* KEYS: lock. ARGV: owner, token (unused), lease_ms. */
 static void extend(const rlock_mutex *m, const char *o, size_t len,
-                   uint64_t token, int64_t lease_ms, rlock__req *r)
+                   uint64_t token, uint64_t token_again, int64_t lease_ms,
+                   rlock__req *r)
 {
+    (void)token_again;
     rlock__extend_req(&rlock__lua_redisson_extend, m, o, len, token, lease_ms,
                       r);
 }

@@ -114,8 +114,8 @@ int rlock__conn_fd(const rlock__conn *c);
 short rlock__conn_events(const rlock__conn *c);
 
 /*
- * Queues one command (argv, lens as hiredis's redisFormatCommandArgv; lens
- * may be NULL for NUL-terminated strings); its reply will come out of
+ * Queues one command (argc strings argv[i] of lens[i] bytes; lens may be
+ * NULL for NUL-terminated strings), as RESP; its reply will come out of
  * rlock__conn_take after those of the commands queued before it. Nothing
  * is written until rlock__conn_io (or rlock__net_run) runs. RLOCK_OK,
  * RLOCK_ENOMEM, or the connection's error if it is broken.

@@ -32,11 +32,13 @@ if mode == 'r' then
   return {1, tok, n}
 end
 if held and o == owner then
-  -- Granted to us while our message was on its way (or to an earlier
-  -- wait of ours): claim it, counting its lease from this request.
+  -- Granted to us while our message was on its way (or taken by an
+  -- earlier attempt of ours whose answer was lost): claim it, counting
+  -- its lease from this request. The client holds none of it, so the
+  -- count starts again at 1 (levels it counted before are gone to it).
   dequeue(owner)
-  put(o, nonce, cnt, queued(), tok, lease)
-  return {1, tok, tonumber(cnt)}
+  put(o, nonce, 1, queued(), tok, lease)
+  return {1, tok, 1}
 end
 -- Joins the queue, or refreshes this owner's place in it (its deadline,
 -- and the lease and nonce a grant is for). The queue's keys outlive the
