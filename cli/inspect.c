@@ -77,7 +77,9 @@ static void print_status(const char *name, const rlock_status *st, int json)
         put_safe(stdout, st->holder);
         print_identity(st);
     }
-    if (st->held && st->token == 0) /* a peer's hold, or Redisson's layout */
+    /* A peer's hold, Redisson's layout, or a hold that has not drawn its
+     * token yet (taken uncontended, never asked for it). */
+    if (st->held && st->token == 0)
         printf(", count %lld, lease %.3fs left, no token (last token %llu), "
                "%lld waiting\n",
                (long long)st->count, (double)st->lease_ms / 1000.0,

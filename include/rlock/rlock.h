@@ -688,7 +688,8 @@ typedef struct rlock_status {
                               (layouts), cut to 159 bytes; or "" */
     int64_t count;         /* its hold count (0 if free) */
     int64_t lease_ms;      /* remaining lease in ms (-1 if free) */
-    uint64_t token;        /* fencing token of the current hold (0 if free) */
+    uint64_t token;        /* fencing token of the current hold (0 if free,
+                              or if the hold has not drawn one yet) */
     uint64_t last_token;   /* last token ever handed out for this name */
     int64_t waiters;       /* owners queued for the lock, alive */
     char holder_host[64];  /* host name of the holder's process as it named
