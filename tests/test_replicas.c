@@ -179,6 +179,32 @@ TEST(extend_without_the_replicas_says_so_and_keeps_the_hold)
     finish(c, m, r, s);
 }
 
+TEST(a_token_drawn_without_the_replicas_says_so_and_is_kept)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 200, 30000);
+    rlock_mutex *m = rt_mutex(c, "drawn", NULL);
+    uint64_t t = 7, again;
+    char tok[32];
+
+    /* Taken lean (and synced); its token is drawn later, with the
+     * replica stopped: drawn on the master, but not acknowledged. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    rt_server_pause(r);
+    CHECK_RC(rlock_mutex_fence(m, &t), RLOCK_EREPLICAS);
+    CHECK(t == 0);
+    CHECK(has_text(c, "0 of 1 replicas"));
+    rt_lock_field(s, "drawn", RT_TOKEN, tok, sizeof tok);
+    CHECK(strtoull(tok, NULL, 10) > 0); /* kept with the hold */
+    /* Asked again once the replica is back: the same token, now safe. */
+    rt_server_resume(r);
+    CHECK_RC(rlock_mutex_fence(m, &again), RLOCK_OK);
+    CHECK(again == strtoull(tok, NULL, 10));
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    finish(c, m, r, s);
+}
+
 TEST(a_replica_or_a_master_without_replicas_gives_clear_codes)
 {
     rt_server *s = rt_server_start(NULL);
