@@ -491,16 +491,22 @@ TEST(a_queue_keeps_an_expired_holders_key_so_no_newcomer_jumps_it)
     rt_server *s = rt_server_start(NULL);
     rt_proxy *p = rt_proxy_start(rt_server_port(s));
     rlock_client *a = rt_client(rt_server_url(s), NULL);
-    rlock_client *b = rt_client(rt_proxy_url(p), NULL);
+    rlock_client_opts bo;
+    rlock_client *b;
     rlock_client *c = rt_client(rt_server_url(s), NULL);
     rlock_mutex_opts mo;
-    rlock_mutex *ma, *mb = rt_mutex(b, "fifo", NULL),
-                     *mc = rt_mutex(c, "fifo", NULL);
+    rlock_mutex *ma, *mb, *mc = rt_mutex(c, "fifo", NULL);
     char waiter[160], buf[64], holder[160];
     long long end;
     rlock_status st;
     rt_locker l;
 
+    /* b's calls may stay in the stalled network for a few seconds: its
+     * deadline must outlast them, however slow the machine. */
+    rlock_client_opts_init(&bo);
+    bo.command_timeout_ms = 30000;
+    b = rt_client(rt_proxy_url(p), &bo);
+    mb = rt_mutex(b, "fifo", NULL);
     /* a holds with a fixed lease it never extends (a holder that died);
      * b queues behind it, and then its network stalls, so that b cannot
      * come back for the lock when a's lease ends. */
@@ -653,6 +659,33 @@ TEST(a_lost_counter_starts_at_the_clock_in_either_form)
     rlock_client_close(a);
     rlock_client_close(b);
     rt_server_stop(s);
+}
+
+TEST(a_server_that_says_ok_to_a_script_gets_a_protocol_error)
+{
+    rt_fake *f = rt_fake_start(RT_FAKE_OK, 0);
+    rlock_client *c = rt_client(rt_fake_url(f), NULL);
+    rlock_mutex *m = rt_mutex(c, "ok", NULL);
+    rlock_mutex *fenced = rt_mutex(c, "ok2", NULL);
+    uint64_t t = 7;
+
+    /* "+OK" is the lean SET NX's "taken": a hold, without a token. */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    /* No script answers so: not the fence script (no token), not a
+     * re-entry's full form, not the fenced fast form (no hold). */
+    CHECK_RC(rlock_mutex_fence(m, &t), RLOCK_EPROTO);
+    CHECK(t == 0);
+    CHECK(strstr(rlock_client_errmsg(c), "unexpected reply") != NULL);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_EPROTO);
+    CHECK(strstr(rlock_client_errmsg(c), "unexpected reply") != NULL);
+    CHECK_RC(rlock_mutex_fence(fenced, &t), RLOCK_ENOTOWNER); /* asked */
+    CHECK_RC(rlock_mutex_trylock(fenced), RLOCK_EPROTO);
+    CHECK(strstr(rlock_client_errmsg(c), "unexpected reply") != NULL);
+    CHECK(rlock_mutex_token(fenced) == 0);
+    rlock_mutex_free(m);
+    rlock_mutex_free(fenced);
+    rlock_client_close(c);
+    rt_fake_stop(f);
 }
 
 TEST(a_server_that_always_says_again_gets_a_protocol_error)

@@ -41,9 +41,9 @@ typedef struct rlock__chunk {
 
 /*
  * EVALSHA sha nkeys keys... args... (or COMMAND keys... args... for a
- * plain command), built in place: keys first, then arguments. Strings added with _key/_arg are borrowed (they must outlive
- * the request); those added with _argu/_argi/_argf are copied into the
- * request.
+ * plain command), built in place: keys first, then arguments. Strings
+ * added with _key/_arg are borrowed (they must outlive the request);
+ * those added with _argu/_argi/_argf are copied into the request.
  */
 typedef struct rlock__req {
     const rlock__script *script;

@@ -63,10 +63,13 @@ static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
             continue;
         }
         /* A fresh attempt cannot find a hold gone: that answer is for a
-         * re-entry; only a fast form asks for the full one. */
+         * re-entry; only a fast form asks for the full one; only the lean
+         * form (fast, drawing no token) takes a lock without a token in a
+         * short answer. */
         if (m->layout->decode_acquire(r->reply, &a) != RLOCK_OK ||
             (a.status < 0 && q->mode != 'r') ||
-            (a.status == RLOCK__ACQ_AGAIN && !q->fast)) {
+            (a.status == RLOCK__ACQ_AGAIN && !q->fast) ||
+            (a.plain && a.token == 0 && !(q->fast && !q->fenced))) {
             /* The script ran; what it did is not known. */
             r->rc = rlock__err_set(&r->err, RLOCK_EPROTO,
                                    "unexpected reply to the %s script", script);

@@ -16,9 +16,6 @@
  * once, in the fenced form, so a caller that uses tokens pays the round
  * trip once, not once per hold.
  */
-#include <stdio.h>
-
-#include "backend/backend.h"
 #include "bg/driver.h"
 #include "core/handles.h"
 #include "core/reply.h"

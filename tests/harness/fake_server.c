@@ -122,6 +122,9 @@ static void misbehave(rt_fake *f, fconn *c)
     case RT_FAKE_ZERO:
         queue(c, ":0\r\n", 4);
         break;
+    case RT_FAKE_OK:
+        queue(c, "+OK\r\n", 5);
+        break;
     }
 }
 

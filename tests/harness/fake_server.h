@@ -29,8 +29,10 @@ typedef enum rt_fake_mode {
     RT_FAKE_ARRAY,   /* "*2147483647", then nothing */
     RT_FAKE_DEEP,    /* arrays nested nine deep */
     RT_FAKE_GARBAGE, /* bytes that are not RESP */
-    RT_FAKE_ZERO     /* ":0" to every request: a fast form's "ask the
+    RT_FAKE_ZERO,    /* ":0" to every request: a fast form's "ask the
                         full form", and to the full form too */
+    RT_FAKE_OK       /* "+OK" to every request: the lean SET NX's "taken",
+                        and to every script too, which never says it */
 } rt_fake_mode;
 
 typedef struct rt_fake rt_fake;
