@@ -622,6 +622,71 @@ TEST(a_holder_behind_a_queue_renews_and_extends_its_lease_in_the_value)
     rt_server_stop(s);
 }
 
+/* The lock's value, whole. */
+static void get_value(rt_server *s, const char *name, char *buf, size_t cap)
+{
+    redisReply *r = rt_cmd(s, "GET {rlock:%s}", name);
+
+    CHECK(r->type == REDIS_REPLY_STRING && r->len < cap);
+    memcpy(buf, r->str, r->len + 1);
+    freeReplyObject(r);
+}
+
+/* A waiter joining a queue that exists already leaves the holder's value
+ * as it is (its lease's end is in it), but the lock key must still live
+ * as long as the queue, whose life that waiter may have made longer: a
+ * lock key gone before its queue would let a newcomer's SET NX jump it. */
+TEST(a_later_waiter_keeps_the_lock_key_as_long_as_the_longer_queue)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts bo, co;
+    rlock_client *a = rt_client(rt_server_url(s), NULL);
+    rlock_client *b, *c;
+    rlock_mutex_opts mo;
+    rlock_mutex *ma, *mb, *mc;
+    char v1[256], v2[256];
+    rt_locker lb, lc;
+
+    rlock_client_opts_init(&bo);
+    bo.waiter_ttl_ms = 300; /* the queue lives 1.6 s after b joins */
+    b = rt_client(rt_server_url(s), &bo);
+    rlock_client_opts_init(&co);
+    co.waiter_ttl_ms = 20000; /* ... and 41 s after c joins */
+    c = rt_client(rt_server_url(s), &co);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 1500;
+    ma = rt_mutex(a, "longer", &mo);
+    mb = rt_mutex(b, "longer", NULL);
+    mc = rt_mutex(c, "longer", NULL);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_locker_start(&lb, mb, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:longer}:queue") == 1, 10000);
+    get_value(s, "longer", v1, sizeof v1);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}:queue"), <, 5000);
+    rt_locker_start(&lc, mc, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:longer}:queue") == 2, 10000);
+    get_value(s, "longer", v2, sizeof v2);
+    CHECK(strcmp(v1, v2) == 0);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}:queue"), >, 35000);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}"), >=,
+              rt_cmd_int(s, "PTTL {rlock:longer}:queue") - 50);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}"), >=,
+              rt_cmd_int(s, "PTTL {rlock:longer}:qinfo") - 50);
+    /* In order, once a lets go. */
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&lb), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&lc), RLOCK_OK);
+    CHECK(lb.token > 0 && lc.token > lb.token); /* b's grant came first */
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:longer}"), ==, 0);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_mutex_free(mc);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
 TEST(a_lost_counter_starts_at_the_clock_in_either_form)
 {
     rt_server *s = rt_server_start(NULL);

@@ -42,7 +42,11 @@ if held and o == owner then
 end
 -- Joins the queue, or refreshes this owner's place in it (its deadline,
 -- and the lease and nonce a grant is for). The queue's keys outlive the
--- last place by a second, so a queue nobody refreshes goes by itself.
+-- last place by at least a second, so a queue nobody refreshes goes by
+-- itself; when they must be kept longer they are kept a waiter_ttl more
+-- than that, so that a stream of waiters extends them about once per
+-- waiter_ttl, not at every join. Returns their new time to live if it
+-- was extended.
 local function enqueue()
   local ttl = tonumber(ARGV[5])
   local entry = string.format('%.0f', clock() + ttl) .. ' ' .. lease .. ' ' ..
@@ -50,19 +54,28 @@ local function enqueue()
   if redis.call('HSET', KEYS[4], owner, entry) == 1 then
     redis.call('RPUSH', KEYS[3], owner)
   end
+  local keep, grown = ttl + 1000
   for i = 3, 4 do
-    if redis.call('PTTL', KEYS[i]) < ttl + 1000 then
-      redis.call('PEXPIRE', KEYS[i], ttl + 1000)
+    if redis.call('PTTL', KEYS[i]) < keep then
+      grown = keep + ttl
+      redis.call('PEXPIRE', KEYS[i], grown)
     end
   end
+  return grown
 end
 if held then
   local ms = left(w, e)
   if mode == 'w' then
     -- The holder's release must look at the queue now, and the lock key
-    -- must last as long as the queue: the lease goes into the value.
-    enqueue()
-    put(o, non, cnt, '1', tok, ms)
+    -- must last as long as the queue: the lease goes into the value
+    -- (already there if others are queued: then only the key's life may
+    -- have to grow with the queue's).
+    local grown = enqueue()
+    if w == '0' then
+      put(o, non, cnt, '1', tok, ms)
+    elseif grown and redis.call('PTTL', KEYS[1]) < grown then
+      redis.call('PEXPIRE', KEYS[1], grown)
+    end
   end
   return {0, ms}
 end

@@ -87,12 +87,15 @@ end
 -- granted, and the lease granted. Returns whether it was handed over,
 -- the notification's error if that failed, and the lease granted.
 local function grant_head()
-  local head = redis.call('LINDEX', KEYS[3], 0)
-  if not head then return false end
+  local head = redis.call('LPOP', KEYS[3])
   local dl, lease, nonce
-  head, dl, lease, nonce = live_head(head)
+  while head do
+    dl, lease, nonce = entry(head)
+    redis.call('HDEL', KEYS[4], head)
+    if dl and dl > clock() then break end
+    head = redis.call('LPOP', KEYS[3])
+  end
   if not head then return false end
-  dequeue(head, true)
   local grant = math.min(lease or (dl - clock()), dl - clock())
   nonce = nonce or '0'
   local token = next_token()
