@@ -43,8 +43,8 @@ int floor_pair(redisContext *ctx, const char *key, const char *token);
 /* A numeric field of INFO section, or -1. */
 long long server_info_field(redisContext *raw, const char *section,
                             const char *field);
-/* EVALSHA calls so far (INFO commandstats). */
-long long server_evalsha_calls(redisContext *raw);
+/* Calls of cmd ("evalsha", "exec") so far (INFO commandstats). */
+long long server_calls(redisContext *raw, const char *cmd);
 /* Microseconds Redis has spent running scripts (EVAL, EVALSHA, FCALL and
  * their _RO forms, each with what it runs, counted once) and running SET
  * (called by a client or by a script), from one INFO commandstats; 0, or

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What the server says about itself: fields of INFO, the number of script
- * calls, and the time Redis spent running commands. These let a scenario
+ * What the server says about itself: fields of INFO, the number of calls
+ * of a command, and the time Redis spent running commands. These let a scenario
  * report Redis's side of a cost, which the client's clock cannot separate
  * from the network and the scheduler.
  */
@@ -26,15 +26,16 @@ long long server_info_field(redisContext *raw, const char *section,
     return v;
 }
 
-long long server_evalsha_calls(redisContext *raw)
+long long server_calls(redisContext *raw, const char *cmd)
 {
     redisReply *r = redisCommand(raw, "INFO commandstats");
     const char *p;
+    char key[64];
     long long v = 0;
 
-    if (r && r->type == REDIS_REPLY_STRING &&
-        (p = strstr(r->str, "cmdstat_evalsha:calls=")))
-        v = atoll(p + strlen("cmdstat_evalsha:calls="));
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key)))
+        v = atoll(p + strlen(key));
     if (r)
         freeReplyObject(r);
     return v;

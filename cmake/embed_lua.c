@@ -139,7 +139,7 @@ int main(int argc, char **argv)
         c_array(o, b.p, b.len);
         fprintf(o,
                 ";\nconst rlock__script rlock__lua_%s = {\"%s\", body_%s, "
-                "%zu, \"%s\", NULL};\n\n",
+                "%zu, \"%s\", NULL, 0};\n\n",
                 name, label, name, b.len, sha);
         free(b.p);
     }

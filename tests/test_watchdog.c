@@ -427,3 +427,168 @@ TEST(a_key_of_another_type_fails_only_its_own_hold_in_a_renewal_batch)
     rlock_client_close(c);
     rt_server_stop(s);
 }
+
+/* ---- the native compare-and-set renewal --------------------------------- */
+
+static atomic_int calm_lost, counted_lost, typed_lost, queued_lost;
+
+static rlock_mutex *counting_mutex(rlock_client *c, const char *name,
+                                   atomic_int *lost)
+{
+    rlock_mutex_opts o;
+
+    rlock_mutex_opts_init(&o);
+    o.on_lost = count_into;
+    o.on_lost_arg = lost;
+    atomic_store(lost, 0);
+    return rt_mutex(c, name, &o);
+}
+
+/* The end in the value of a lock with waiters queued (0 if none). */
+static long long end_ms(rt_server *s, const char *name)
+{
+    char buf[32];
+
+    return strtoll(rt_lock_field(s, name, RT_END, buf, sizeof buf), NULL, 10);
+}
+
+/* On a server with SET IFEQ (Valkey 8.1), a calm hold, whose whole value
+ * its client knows, is renewed by a SET ... IFEQ ... PX, one pipeline per
+ * batch: the count and the token are in the value it compares, a
+ * hold with waiters queued (the lease's end in its value) is left to the
+ * script, and a hold whose key went, or became another type, is lost. */
+TEST(watchdog_renews_calm_holds_with_set_ifeq_on_valkey_8_1)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rlock_client *c, *w;
+    rlock_mutex *calm, *counted, *typed, *queued, *mw;
+    uint64_t token;
+    long long end1;
+    rt_locker l;
+
+    memset(&so, 0, sizeof so);
+    so.binary = rt_valkey81_binary();
+    s = rt_server_start(&so);
+    /* A 1.2 s lease, renewed every 400 ms. */
+    c = watchdog_client(s, 1200);
+    w = rt_client(rt_server_url(s), NULL);
+    calm = counting_mutex(c, "calm", &calm_lost);
+    counted = counting_mutex(c, "counted", &counted_lost);
+    typed = counting_mutex(c, "typed", &typed_lost);
+    queued = counting_mutex(c, "queued", &queued_lost);
+    mw = rt_mutex(w, "queued", NULL);
+    CHECK_RC(rlock_mutex_lock(calm), RLOCK_OK); /* "... 1 0 0" */
+    CHECK_RC(rlock_mutex_lock(counted), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(counted), RLOCK_OK); /* count 2 */
+    CHECK_RC(rlock_mutex_fence(counted, &token), RLOCK_OK); /* a token */
+    CHECK(token > 0);
+    CHECK_RC(rlock_mutex_lock(typed), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(queued), RLOCK_OK);
+    rt_locker_start(&l, mw, 1);
+    RT_WAIT_UNTIL(end_ms(s, "queued") > 0, 10000);
+    end1 = end_ms(s, "queued");
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+
+    /* Four periods: every hold renewed, natively but the queued one. */
+    rt_sleep_ms(1600);
+    CHECK_INT(atomic_load(&calm_lost) + atomic_load(&counted_lost) +
+                  atomic_load(&typed_lost) + atomic_load(&queued_lost),
+              ==, 0);
+    /* The calm three by SET IFEQ (at least three rounds), none by the
+     * script's PEXPIRE; the queued one by the script. */
+    CHECK_INT(rt_cmdstat_calls(s, "set"), >=, 9);
+    CHECK_INT(rt_cmdstat_calls(s, "pexpire"), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), >=, 3);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:calm}"), >, 0);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:counted}"), >, 0);
+    CHECK_INT(rt_lock_count(s, "counted"), ==, 2);
+    CHECK_INT(end_ms(s, "queued"), >, end1); /* the script moved it */
+    CHECK(!l.done);
+
+    /* A key gone, a key of another type: those holds are lost, alone. */
+    freeReplyObject(rt_cmd(s, "DEL {rlock:calm}"));
+    freeReplyObject(rt_cmd(s, "DEL {rlock:typed}"));
+    freeReplyObject(rt_cmd(s, "HSET {rlock:typed} someone data"));
+    RT_WAIT_UNTIL(atomic_load(&calm_lost) == 1 && atomic_load(&typed_lost) == 1,
+                  5000);
+    rt_sleep_ms(1200);
+    CHECK_INT(atomic_load(&counted_lost) + atomic_load(&queued_lost), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "HLEN {rlock:typed}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(calm), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(typed), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(counted), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(counted), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(queued), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:counted} {rlock:queued}"), ==, 0);
+    rlock_mutex_free(calm);
+    rlock_mutex_free(counted);
+    rlock_mutex_free(typed);
+    rlock_mutex_free(queued);
+    rlock_mutex_free(mw);
+    rlock_client_close(c);
+    rlock_client_close(w);
+    rt_server_stop(s);
+}
+
+/* A server without SET IFEQ (Redis 7, Valkey 8.0) answers the native
+ * renewal with errors: that batch goes to the script at once, nothing is
+ * lost, and the client tries the native form no more for a while. */
+TEST(watchdog_renews_with_the_script_where_set_ifeq_is_unknown)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = watchdog_client(s, 600); /* renewed every 200 ms */
+    rlock_mutex *m = noticed_mutex(c, "older", 0, 0);
+
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK); /* a SET NX */
+    rt_sleep_ms(1500);
+    CHECK_INT(atomic_load(&lost_calls), ==, 0);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:older}"), >, 0);
+    /* One SET IFEQ tried (refused), then the script every period. */
+    CHECK_INT(rt_cmdstat_calls(s, "set"), ==, 2);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), >=, 4);
+    CHECK_INT(rt_cmdstat_calls(s, "pexpire"), >=, 4);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* A thousand calm holds on Valkey 8.1: a pipeline per period renews
+ * them all, and no script runs. */
+TEST(thousand_calm_holds_renew_without_a_script_on_valkey_8_1)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rlock_client *c;
+    rlock_mutex *m[1000];
+    char name[32];
+    int i;
+
+    memset(&so, 0, sizeof so);
+    so.binary = rt_valkey81_binary();
+    s = rt_server_start(&so);
+    c = watchdog_client(s, 900);
+    for (i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "many:%d", i);
+        m[i] = rt_mutex(c, name, NULL);
+        CHECK_RC(rlock_mutex_lock(m[i]), RLOCK_OK);
+    }
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(1500); /* ~5 renewal periods */
+    CHECK_INT(rt_cmdstat_calls(s, "set"), >=, 3000);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha") + rt_cmdstat_calls(s, "eval"),
+              ==, 0);
+    for (i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "{rlock:many:%d}", i);
+        CHECK_INT(rt_cmd_int(s, "PTTL %s", name), >, 300);
+    }
+    for (i = 0; i < 1000; i++) {
+        CHECK_RC(rlock_mutex_unlock(m[i]), RLOCK_OK);
+        rlock_mutex_free(m[i]);
+    }
+    rlock_client_close(c);
+    rt_server_stop(s);
+}

@@ -498,6 +498,7 @@ typedef struct leg {
     int asking;   /* an ASKING reply comes before the script's */
     int waiting;  /* a WAIT reply comes after it */
     int retried;  /* sent again with the body after NOSCRIPT */
+    int multi;    /* a pipeline of that many commands, as many replies */
     int ask_flag; /* the request goes behind ASKING */
     unsigned gen; /* the node's generation when the connection was taken */
     size_t want;  /* replies the round waits for */
@@ -562,6 +563,16 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
     return res->rc = rc;
 }
 
+/* A pipeline's commands, one after the other. */
+static int queue_pipeline(rlock__conn *c, const rlock__req *req)
+{
+    int each = req->script->each, k, rc = RLOCK_OK;
+
+    for (k = 0; rc == RLOCK_OK && k < req->argc; k += each)
+        rc = rlock__conn_append(c, each, req->argv + k, req->lens + k);
+    return rc;
+}
+
 /* Queues the request (behind ASKING, in front of WAIT) on the leg; body:
  * as EVAL with the script's body (after NOSCRIPT). The connection formats
  * the command at once, so the argv copy lives only for the call. */
@@ -597,9 +608,12 @@ static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
     }
     l->asking = asking;
     l->waiting = req->replicas > 0;
+    l->multi = rlock__req_commands(req);
     if (asking)
         rc = rlock__conn_append(l->conn, 1, asking_argv, NULL);
-    if (rc == RLOCK_OK)
+    if (rc == RLOCK_OK && l->multi > 0)
+        rc = queue_pipeline(l->conn, req);
+    else if (rc == RLOCK_OK)
         rc = rlock__conn_append(l->conn, req->argc, argv, lens);
     if (rc == RLOCK_OK && l->waiting) {
         snprintf(nrep, sizeof nrep, "%d", req->replicas);
@@ -615,7 +629,8 @@ static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
     if (rc != RLOCK_OK)
         return rlock__err_set(&res->err, res->rc = rc,
                               "request to %s: out of memory", l->node->where);
-    l->want = (size_t)(l->hs + asking + 1 + l->waiting);
+    l->want = (size_t)(l->hs + asking + l->waiting) +
+              (l->multi > 0 ? (size_t)l->multi : 1);
     return RLOCK_OK;
 }
 
@@ -657,6 +672,37 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
     owe(n, l->conn);
     pthread_mutex_unlock(&n->mu);
     l->conn = NULL;
+}
+
+/* After a round: a pipeline's replies, all there, into res (each error
+ * reply is the answer of its command, not a failure of the request). */
+static int leg_pipeline(leg *l, rlock__result *res)
+{
+    rlock__conn *c = l->conn;
+    size_t k, n = (size_t)l->multi;
+    redisReply *w = NULL;
+
+    res->replies = malloc(sizeof *res->replies * n);
+    for (k = 0; k < n; k++) {
+        redisReply *r = NULL;
+        rlock__conn_take(c, &r);
+        if (res->replies)
+            res->replies[res->nreplies++] = r;
+        else
+            freeReplyObject(r);
+    }
+    if (l->waiting) {
+        rlock__conn_take(c, &w);
+        res->acks = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
+        freeReplyObject(w);
+    }
+    l->multi = 0;
+    leg_done(l, 0);
+    res->rc = res->replies ? RLOCK_OK
+                           : rlock__err_set(&res->err, RLOCK_ENOMEM,
+                                            "replies of %s: out of memory",
+                                            l->node->where);
+    return 0;
 }
 
 /* After a round: the leg's outcome from its connection. Returns 1 if the
@@ -707,6 +753,8 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
         r = NULL;
         l->asking = 0;
     }
+    if (l->multi > 0)
+        return leg_pipeline(l, res);
     rlock__conn_take(c, &r);
     if (l->waiting) {
         redisReply *w = NULL;

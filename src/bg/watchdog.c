@@ -40,6 +40,7 @@ typedef struct renewal {
     uint64_t serial;
     int64_t lease_ms;
     int replicas;                /* the mutex's sync_replicas */
+    const rlock__layout *lay;
     const rlock__script *script; /* batches hold one script ... */
     int group;                   /* ... and one backend group */
     char *key;
@@ -48,6 +49,7 @@ typedef struct renewal {
     size_t owner_len;
     uint64_t id;    /* the layout's hold_id */
     uint64_t token; /* the client's (0: not drawn) */
+    int64_t count;  /* the count Redis keeps */
 } renewal;
 
 static int64_t period_ns(const rlock__hold *h)
@@ -90,56 +92,164 @@ static int tally(const rlock_client *c, const rlock__results *res,
     return renewed >= c->quorum ? 1 : gone > c->nnodes - c->quorum ? 0 : -1;
 }
 
-/* Sends one batch; mu is released meanwhile. t_step: when the step that
- * collected it began; bound: the round trip's deadline (rlock__bg_bound,
- * a walk of every hold, so computed once per step). */
-static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
-                        int64_t bound)
+/* After a compare-and-set renewal a server could not carry out (it has
+ * no SET IFEQ, or refused the commands), the renewal script alone for
+ * this long, then the native form is tried again: the server may have
+ * been upgraded, or a failover may have put a newer one in its place. */
+#define CAS_PAUSE_NS (60 * 1000 * RLOCK__NS_PER_MS)
+
+/* How a batch's holds fared: state 1 renewed (by a majority), 0 gone,
+ * -1 not known (yet); when and how, for those renewed. */
+typedef struct outcome {
+    int state[RENEW_BATCH];
+    int64_t sent_at[RENEW_BATCH];
+    long long acks[RENEW_BATCH];
+} outcome;
+
+/* The batch as one pipeline of native compare-and-set renewals (the
+ * layout's renew_cas), one round trip. Holds renewed on a majority are
+ * settled in out; the others (their value not the calm one the client
+ * knows: waiters queued, or the hold gone) are left to the script.
+ * Returns 0 if a server answered with something else than such answers:
+ * it cannot, and the script takes every hold of the batch. */
+static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
+                     rlock__call *call, outcome *out)
 {
+    const rlock__layout *lay = rn[0].lay;
     rlock__results res;
-    rlock__call call;
     rlock__req req;
+    int i, k, usable = 1, ok[RLOCK__NODES_MAX] = {0};
     int64_t t_send;
-    int i, ok[RLOCK__NODES_MAX] = {0}, replicas = 0, sent;
     long long acks;
 
-    /* One WAIT covers the batch: the most any of its holds asks for. */
-    for (i = 0; i < n; i++)
-        if (rn[i].replicas > replicas)
-            replicas = rn[i].replicas;
-    rlock__call_init(&call, bound);
-    pthread_mutex_unlock(&c->mu);
-
-    rlock__req_init(&req, rn[0].script);
+    rlock__req_init(&req, lay->renew_cas);
     req.replicas = replicas;
     for (i = 0; i < n; i++)
-        rlock__req_key(&req, rn[i].key, rn[i].key_len);
-    for (i = 0; i < n; i++) {
-        rlock__req_arg(&req, rn[i].owner, rn[i].owner_len);
-        rlock__req_argu(&req, rn[i].id);
-        rlock__req_argu(&req, rn[i].token);
-        rlock__req_argi(&req, rn[i].lease_ms);
+        lay->renew_cas_add(&req, rn[i].key, rn[i].key_len, rn[i].owner,
+                           rn[i].owner_len, rn[i].id, rn[i].count, rn[i].token,
+                           rn[i].lease_ms);
+    t_send = rlock__now_ns();
+    if (rlock__req_finish(&req) != RLOCK_OK) {
+        rlock__req_free(&req);
+        return 1; /* out of memory here: nothing the server did */
+    }
+    c->backend->exec(c, &req, 0, &res, call);
+    for (k = 0; k < res.n; k++) {
+        ok[k] = res.r[k].rc == RLOCK_OK &&
+                rlock__parse_renew_cas(res.r[k].replies, res.r[k].nreplies,
+                                       (size_t)n) == RLOCK_OK;
+        if (!ok[k] && res.r[k].nreplies > 0)
+            usable = 0;
+    }
+    acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
+    for (i = 0; usable && i < n; i++) {
+        int renewed = 0;
+        for (k = 0; k < res.n; k++)
+            renewed += ok[k] && rlock__cas_renewed(res.r[k].replies, (size_t)i);
+        if (renewed >= c->quorum) {
+            out->state[i] = 1;
+            out->sent_at[i] = t_send;
+            out->acks[i] = acks;
+        }
+    }
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+    return usable;
+}
+
+/* The renewal script for the holds of the batch not settled yet. */
+static void renew_script(rlock_client *c, const renewal *rn, int n,
+                         int replicas, rlock__call *call, outcome *out)
+{
+    rlock__results res;
+    rlock__req req;
+    int i, j, m = 0, idx[RENEW_BATCH], ok[RLOCK__NODES_MAX] = {0};
+    int64_t t_send;
+    long long acks;
+
+    for (i = 0; i < n; i++)
+        if (out->state[i] < 0)
+            idx[m++] = i;
+    if (m == 0)
+        return;
+    rlock__req_init(&req, rn[0].script);
+    req.replicas = replicas;
+    for (j = 0; j < m; j++)
+        rlock__req_key(&req, rn[idx[j]].key, rn[idx[j]].key_len);
+    for (j = 0; j < m; j++) {
+        const renewal *r = &rn[idx[j]];
+        rlock__req_arg(&req, r->owner, r->owner_len);
+        rlock__req_argu(&req, r->id);
+        rlock__req_argu(&req, r->token);
+        rlock__req_argi(&req, r->lease_ms);
     }
     t_send = rlock__now_ns();
-    sent = rlock__req_finish(&req) == RLOCK_OK;
-    if (sent)
-        c->backend->exec(c, &req, 0, &res, &call);
+    if (rlock__req_finish(&req) == RLOCK_OK)
+        c->backend->exec(c, &req, 0, &res, call);
     else
         rlock__results_init(&res, 0);
     for (i = 0; i < res.n; i++)
         ok[i] = res.r[i].rc == RLOCK_OK &&
-                rlock__parse_renew(res.r[i].reply, (size_t)n) == RLOCK_OK;
+                rlock__parse_renew(res.r[i].reply, (size_t)m) == RLOCK_OK;
     /* WAIT goes with the one-server backends: the first node's. */
     acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
+    for (j = 0; j < m; j++) {
+        out->state[idx[j]] = res.n > 0 ? tally(c, &res, ok, (size_t)j) : -1;
+        out->sent_at[idx[j]] = t_send;
+        out->acks[idx[j]] = acks;
+    }
+    rlock__results_free(&res);
+    rlock__req_free(&req);
+}
+
+/* Sends one batch; mu is released meanwhile. t_step: when the step that
+ * collected it began; bound: the round trip's deadline (rlock__bg_bound,
+ * a walk of every hold, so computed once per step). Where the layout has
+ * a native compare-and-set renewal and the servers took it last time,
+ * that goes first, and the script follows for the holds it left. */
+static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
+                        int64_t bound)
+{
+    outcome *out = malloc(sizeof *out);
+    rlock__call call;
+    int i, replicas = 0, cas, usable = 1;
+
+    if (!out) {
+        /* Out of memory: try again soon, as after a failed round trip. */
+        for (i = 0; i < n; i++) {
+            rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
+            if (h) {
+                h->renewing = 0;
+                h->renew_at = rlock__now_ns() + 10 * RLOCK__NS_PER_MS;
+            }
+        }
+        pthread_cond_broadcast(&c->state_cv);
+        return;
+    }
+    /* One WAIT covers the batch: the most any of its holds asks for. */
+    for (i = 0; i < n; i++) {
+        if (rn[i].replicas > replicas)
+            replicas = rn[i].replicas;
+        out->state[i] = -1;
+    }
+    cas = rn[0].lay->renew_cas && rlock__now_ns() >= c->cas_paused_until;
+    rlock__call_init(&call, bound);
+    pthread_mutex_unlock(&c->mu);
+
+    if (cas)
+        usable = renew_cas(c, rn, n, replicas, &call, out);
+    renew_script(c, rn, n, replicas, &call, out);
     pthread_mutex_lock(&c->mu);
+    if (!usable)
+        c->cas_paused_until = rlock__now_ns() + CAS_PAUSE_NS;
 
     for (i = 0; i < n; i++) {
         rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
-        int renewed = res.n > 0 ? tally(c, &res, ok, (size_t)i) : -1;
+        int renewed = out->state[i];
         if (!h)
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
-        if (renewed < 0 || (renewed && acks < rn[i].replicas)) {
+        if (renewed < 0 || (renewed && out->acks[i] < rn[i].replicas)) {
             /* Failed, or (sync_replicas) renewed on the master only,
              * which a failover could undo, so it does not move the lease
              * end we count with. Try again soon; the lease end decides
@@ -153,7 +263,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
             if (!topping_up(h))
                 h->renewals++;
             h->cur_lease_ms = rn[i].lease_ms;
-            h->valid_until = t_send + rn[i].lease_ms * RLOCK__NS_PER_MS -
+            h->valid_until = out->sent_at[i] +
+                             rn[i].lease_ms * RLOCK__NS_PER_MS -
                              c->backend->margin_ns(c, rn[i].lease_ms);
             /* Every batch of a step is due again at the same moment, a
              * period after the step began (a little early for the later
@@ -164,8 +275,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
             mark_lost(h);
         }
     }
-    rlock__results_free(&res);
-    rlock__req_free(&req);
+    free(out);
     pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
 }
 
@@ -211,11 +321,19 @@ static void renew_due(rlock_client *c)
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
         rn[n].replicas = m->replicas;
+        rn[n].lay = m->layout;
         rn[n].script = m->layout->renew;
         rn[n].group = c->backend->group(c, rn[n].key, rn[n].key_len);
         rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
         rn[n].id = m->layout->hold_id(h);
         rn[n].token = h->token;
+        /* Redis keeps the count where the layout counts and the lock has
+         * one copy; elsewhere the client counts and Redis sees one hold
+         * (engine/common.c, rlock__counts_here). */
+        rn[n].count = (m->layout->flags & RLOCK__LAY_COUNTS) &&
+                              (c->backend->flags & RLOCK__BK_ONE_COPY)
+                          ? h->count
+                          : 1;
         h->renewing = 1;
         n++;
     }

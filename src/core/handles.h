@@ -65,6 +65,9 @@ struct rlock_client {
     /* The shortest lease this client has used or may grant; bounds the
      * background thread's round trips (mu). */
     int64_t shortest_lease_ms;
+    /* Until then the watchdog renews with scripts only: a server could
+     * not take the native compare-and-set renewal (mu). */
+    int64_t cas_paused_until;
     uint64_t next_nonce; /* acquisitions' nonces (atomic) */
 
     struct rlock__bg *bg; /* background work (bg/) */

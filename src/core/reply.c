@@ -183,6 +183,32 @@ int rlock__renewed(const redisReply *r, size_t i)
     return is_int(r->element[i]) && r->element[i]->integer == 1;
 }
 
+int rlock__parse_renew_cas(redisReply *const *rs, size_t nr, size_t n)
+{
+    size_t i;
+
+    if (!rs || nr != n)
+        return RLOCK_EPROTO;
+    for (i = 0; i < n; i++) {
+        const redisReply *e = rs[i];
+        if (e->type == REDIS_REPLY_NIL || rlock__cas_renewed(rs, i))
+            continue;
+        if (e->type == REDIS_REPLY_ERROR && e->str &&
+            strncmp(e->str, "WRONGTYPE", 9) == 0)
+            continue;
+        return RLOCK_EPROTO;
+    }
+    return RLOCK_OK;
+}
+
+int rlock__cas_renewed(redisReply *const *rs, size_t i)
+{
+    const redisReply *e = rs[i];
+
+    return e->type == REDIS_REPLY_STATUS && e->len == 2 &&
+           memcmp(e->str, "OK", 2) == 0;
+}
+
 /* A number the status and force scripts return either as an integer or as
  * the string a hash field holds; 0 for anything else. */
 static int64_t str_int(const redisReply *r)

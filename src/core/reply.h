@@ -72,6 +72,15 @@ int rlock__parse_extend(const redisReply *r, int *extended);
 int rlock__parse_renew(const redisReply *r, size_t n);
 int rlock__renewed(const redisReply *r, size_t i);
 
+/* The answers to a pipeline of n compare-and-set renewals (rs[0..nr)):
+ * RLOCK_OK if there are n, each +OK (renewed), nil (not that value) or a
+ * WRONGTYPE error (another type under the name); RLOCK_EPROTO for
+ * anything else (an error such as "syntax error" says the server has no
+ * such command). Then rlock__cas_renewed(rs, i) says whether hold i
+ * (i < n) was renewed. */
+int rlock__parse_renew_cas(redisReply *const *rs, size_t nr, size_t n);
+int rlock__cas_renewed(redisReply *const *rs, size_t i);
+
 /* The status script's snapshot into *st (untouched on RLOCK_EPROTO),
  * the holder's host and pid among it when its owner string or the
  * Redisson layout's seventh element names them. */

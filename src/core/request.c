@@ -170,10 +170,28 @@ void rlock__req_argi(rlock__req *r, int64_t v)
     rlock__req_argcopy(r, buf, rlock__dec_i64(buf, v));
 }
 
+void rlock__req_command(rlock__req *r, const char *key, size_t len)
+{
+    if (r->argc > r->head)
+        rlock__req_args(r, r->script->command);
+    if (r->nkeys == 0)
+        rlock__req_key(r, key, len);
+    else
+        rlock__req_arg(r, key, len);
+}
+
+int rlock__req_commands(const rlock__req *r)
+{
+    return r->script->each > 0 ? r->argc / r->script->each : 0;
+}
+
 int rlock__req_finish(rlock__req *r)
 {
     if (r->failed)
         return RLOCK_ENOMEM;
+    if (r->script->each > 0 &&
+        (r->argc < r->script->each || r->argc % r->script->each != 0))
+        return RLOCK_EINVAL;
     if (rlock__req_is_script(r))
         r->lens[2] = rlock__dec_i64(r->nk, r->nkeys);
     return RLOCK_OK;
@@ -187,6 +205,8 @@ void rlock__results_init(rlock__results *res, int n)
     for (i = 0; i < n; i++) {
         res->r[i].rc = RLOCK_ENOREPLY;
         res->r[i].reply = NULL;
+        res->r[i].replies = NULL;
+        res->r[i].nreplies = 0;
         res->r[i].sent = 0;
         res->r[i].acks = 0;
         rlock__err_clear(&res->r[i].err);
@@ -197,11 +217,17 @@ void rlock__results_free(rlock__results *res)
 {
     int i;
 
-    for (i = 0; i < res->n; i++)
-        if (res->r[i].reply) {
-            freeReplyObject(res->r[i].reply);
-            res->r[i].reply = NULL;
+    for (i = 0; i < res->n; i++) {
+        rlock__result *r = &res->r[i];
+        if (r->reply) {
+            freeReplyObject(r->reply);
+            r->reply = NULL;
         }
+        while (r->nreplies > 0)
+            freeReplyObject(r->replies[--r->nreplies]);
+        free(r->replies);
+        r->replies = NULL;
+    }
 }
 
 int rlock__result_unknown(const rlock__result *r)

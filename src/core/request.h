@@ -17,13 +17,17 @@
 /* A Lua script, embedded at build time from src/layout/lua (the SHA-1
  * that EVALSHA names it by is computed then too); or, with command set,
  * a plain Redis command (no body, no digest), for a request that needs
- * no script at all: the keys and arguments follow the command's name. */
+ * no script at all: the keys and arguments follow the command's name.
+ * With each set too, a pipeline of such commands, each of each arguments
+ * (its name first), one after the other in the request, sent together;
+ * their answers come back one per command (rlock__result.replies). */
 typedef struct rlock__script {
     const char *name; /* for messages: "acquire", "token release", ... */
     const char *body;
     size_t len;
     const char *sha;     /* 40 hex digits */
     const char *command; /* NULL for a script */
+    int each;            /* > 0: a pipeline of commands of each args */
 } rlock__script;
 
 /* Most nodes a request goes to (Redlock's largest). */
@@ -78,14 +82,25 @@ void rlock__req_argu(rlock__req *r, uint64_t v);
 void rlock__req_argi(rlock__req *r, int64_t v);
 /* An argument of len bytes at p, copied into the request. */
 void rlock__req_argcopy(rlock__req *r, const char *p, size_t len);
+/* A pipeline's next command (its script's each > 0): the command's
+ * name, unless it is the first (the request's head), then key, which
+ * routes the request if it is the first. Its other arguments follow. */
+void rlock__req_command(rlock__req *r, const char *key, size_t len);
+/* How many commands a pipeline holds (0 for any other request). */
+int rlock__req_commands(const rlock__req *r);
 /* Before sending: the argv ready (nkeys filled), RLOCK_OK or
- * RLOCK_ENOMEM. */
+ * RLOCK_ENOMEM; a pipeline whose commands are not each of each
+ * arguments is RLOCK_EINVAL. */
 int rlock__req_finish(rlock__req *r);
 
 /* What one node made of a request. */
 typedef struct rlock__result {
     int rc;            /* RLOCK_OK: reply is the script's answer */
     redisReply *reply; /* owned here (rlock__results_free) */
+    /* A pipeline's answers instead, one per command, error replies among
+     * them (rc is RLOCK_OK once they all came); owned here too. */
+    redisReply **replies;
+    size_t nreplies;
     int sent;          /* some of the request was written: when rc is not
                           RLOCK_OK, Redis may have carried it out */
     long long acks;    /* req->replicas > 0: replicas that took the

@@ -110,6 +110,17 @@ typedef struct rlock__layout {
      * lease_ms) per key (token: the client's, 0 if not drawn); the answer
      * is 1 (renewed) or 0 (gone) per key. */
     const rlock__script *renew;
+    /* The same renewal as a server-native compare-and-set, where the
+     * server has one (NULL: the layout has no value a client can know
+     * whole): renew_cas is the pipeline (rlock__script.each) and
+     * renew_cas_add appends one hold's command to it, for the hold as
+     * the client knows it (count: the count Redis keeps; token 0 if not
+     * drawn). Each command's answer is +OK (renewed), nil (the value is
+     * not that one: the script must decide) or an error. */
+    const rlock__script *renew_cas;
+    void (*renew_cas_add)(rlock__req *r, const char *key, size_t key_len,
+                          const char *owner, size_t len, uint64_t id,
+                          int64_t count, uint64_t token, int64_t lease_ms);
     /* Every script the layout's requests name (NULL-terminated), for the
      * servers to load before the first request. */
     const rlock__script *const *scripts;

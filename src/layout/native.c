@@ -80,7 +80,7 @@ static size_t start(const char *o, size_t len, uint64_t nonce, char *buf)
 /* The lean acquisition: no script. A new lock "<owner> <nonce> 1 0 0"
  * (count 1, nobody queued, no token drawn) if the key is absent: +OK,
  * or nil (busy, queued for, or someone's data: ask the full form). */
-static const rlock__script lean_set = {"acquire", NULL, 0, NULL, "SET"};
+static const rlock__script lean_set = {"acquire", NULL, 0, NULL, "SET", 0};
 
 /* Lean form: SET lock value NX PX lease_ms. Fenced fast form: KEYS lock,
  * fence, queue; ARGV owner, lease_ms, nonce. Full: the four keys; ARGV
@@ -244,6 +244,36 @@ static void message(rlock_client *c, const rlock__pubsub *p)
     }
 }
 
+/* The watchdog's renewal where the server can compare and set (Valkey
+ * 8.1's SET IFEQ): a hold nobody queues behind is "<owner> <nonce>
+ * <count> 0 <token>", all of which its client knows, and its lease is the
+ * key's expiry. SET key value IFEQ value PX lease_ms renews exactly that
+ * hold and nothing else: any other value (waiters queued, another count,
+ * another holder) is left as it is, answered nil, and asked again with
+ * the renewal script. */
+static const rlock__script renew_cas = {"renewal", NULL, 0, NULL, "SET", 7};
+
+static void renew_cas_add(rlock__req *r, const char *key, size_t key_len,
+                          const char *o, size_t len, uint64_t nonce,
+                          int64_t count, uint64_t token, int64_t lease_ms)
+{
+    char v[RLOCK__OWNER_MAX + 3 * RLOCK__DEC_MAX + 8];
+    size_t n = start(o, len, nonce, v);
+    const char *p;
+
+    n += rlock__dec_i64(v + n, count);
+    memcpy(v + n, " 0 ", 3);
+    n += 3;
+    n += rlock__dec_u64(v + n, token);
+    rlock__req_command(r, key, key_len);
+    rlock__req_argcopy(r, v, n);
+    p = r->argv[r->argc - 1]; /* the copy, for IFEQ as well */
+    rlock__req_arg(r, "IFEQ", 4);
+    rlock__req_arg(r, p, n);
+    rlock__req_arg(r, "PX", 2);
+    rlock__req_argi(r, lease_ms);
+}
+
 static const rlock__script *const scripts[] = {
     &rlock__lua_native_acquire,
     &rlock__lua_native_acquire_fast,
@@ -277,6 +307,8 @@ const rlock__layout rlock__layout_native = {
     status,
     force,
     &rlock__lua_native_renew,
+    &renew_cas,
+    renew_cas_add,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

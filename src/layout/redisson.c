@@ -219,6 +219,8 @@ const rlock__layout rlock__layout_redisson = {
     status,
     force,
     &rlock__lua_redisson_renew,
+    NULL, /* renew_cas: no value to compare whole */
+    NULL,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

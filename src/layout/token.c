@@ -167,6 +167,8 @@ const rlock__layout rlock__layout_token = {
     status,
     force,
     &rlock__lua_token_renew,
+    NULL, /* renew_cas: no value to compare whole */
+    NULL,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

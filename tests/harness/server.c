@@ -131,6 +131,24 @@ const char *rt_server_binary(void)
     return bin && *bin ? bin : "redis-server";
 }
 
+const char *rt_valkey81_binary(void)
+{
+    const char *bin = getenv("RLOCK_TEST_VALKEY81");
+
+    if (!bin || !*bin)
+        rt_fail(__FILE__, __LINE__,
+                "RLOCK_TEST_VALKEY81 is not set: build Valkey 8.1 with "
+                "tools/valkey81.sh and set it to the valkey-server it "
+                "prints (tools/test.sh does both)");
+    return bin;
+}
+
+/* The binary s runs. */
+static const char *binary_of(const rt_server *s)
+{
+    return s->opts.binary ? s->opts.binary : rt_server_binary();
+}
+
 static void spawn(rt_server *s)
 {
     char port[16], logfile[128], conf[128];
@@ -140,7 +158,7 @@ static void spawn(rt_server *s)
 
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
-    argv[argc++] = rt_server_binary();
+    argv[argc++] = binary_of(s);
     if (s->opts.sentinel_monitor) {
         argv[argc++] = sentinel_conf(s, conf, sizeof conf);
         argv[argc++] = "--sentinel";
@@ -266,8 +284,7 @@ rt_server *rt_server_start(const rt_server_opts *opts)
         }
     }
     rt_fail(__FILE__, __LINE__, "%s did not start (see %s/redis.log)",
-            rt_server_binary(),
-            s->dir);
+            binary_of(s), s->dir);
 }
 
 static void reap(rt_server *s, int sig)

@@ -24,6 +24,8 @@ typedef struct rt_server_opts {
     /* A Sentinel instead of a server, monitoring "<name> <host> <port>
      * <quorum>" (down after 1 s, failover timeout 5 s). */
     const char *sentinel_monitor;
+    /* The server binary (NULL: rt_server_binary()). */
+    const char *binary;
 } rt_server_opts;
 
 /* Starts a server and waits until it answers PING; fails the test if it
@@ -55,6 +57,10 @@ redisContext *rt_server_ctx(rt_server *s);
 /* The server binary the tests start: $RLOCK_TEST_SERVER, or
  * "redis-server". */
 const char *rt_server_binary(void);
+/* A Valkey 8.1 server binary, for what only it has (SET IFEQ):
+ * $RLOCK_TEST_VALKEY81, which tools/test.sh sets after building it with
+ * tools/valkey81.sh; fails the test if it is not set. */
+const char *rt_valkey81_binary(void);
 
 redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 /* Integer reply of a command, failing the test on any other reply. */
