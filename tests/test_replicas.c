@@ -161,6 +161,43 @@ TEST(renewals_the_replicas_never_get_end_in_a_loss_notice)
     finish(c, m, r, s);
 }
 
+/* The same with the native renewal (Valkey 8.1's SET IFEQ, a pipeline
+ * with WAIT behind it): a renewal counts only once the replica has it. */
+TEST(native_renewals_the_replicas_never_get_end_in_a_loss_notice)
+{
+    rt_server_opts so;
+    rt_server *s, *r;
+    rlock_client *c;
+    rlock_mutex_opts o;
+    rlock_mutex *m;
+    int64_t t0;
+
+    memset(&so, 0, sizeof so);
+    so.binary = rt_valkey81_binary();
+    s = rt_server_start(&so);
+    r = start_replica(s, NULL, NULL);
+    c = synced_client(s, 1, 1000, 3000);
+    rlock_mutex_opts_init(&o);
+    o.on_lost = rt_count_lost;
+    m = rt_mutex(c, "renewed", &o);
+    atomic_store(&rt_lost_calls, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    rt_sleep_ms(2500); /* two renewals reach the replica: still held */
+    CHECK_INT(atomic_load(&rt_lost_calls), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "set"), >=, 2); /* SET IFEQ, */
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 0); /* no script */
+    t0 = rt_now_ms();
+    rt_server_pause(r);
+    RT_WAIT_UNTIL(atomic_load(&rt_lost_calls) == 1, 8000);
+    CHECK_INT(rt_now_ms() - t0, <=, 3000 + 2000);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:renewed}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    rt_server_resume(r);
+    CHECK_INT(atomic_load(&rt_lost_calls), ==, 1);
+    finish(c, m, r, s);
+}
+
 TEST(extend_without_the_replicas_says_so_and_keeps_the_hold)
 {
     rt_server *s = rt_server_start(NULL);

@@ -539,6 +539,7 @@ rt_server *rt_replica_start(rt_server *master, const char *name,
     rt_server *r;
 
     memset(&o, 0, sizeof o);
+    o.binary = master->opts.binary; /* a replica runs its master's server */
     snprintf(of, sizeof ofs[0], "127.0.0.1 %d", rt_server_port(master));
     o.extra[0] = "--replicaof";
     o.extra[1] = of;

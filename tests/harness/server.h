@@ -81,7 +81,8 @@ long long rt_info_field(rt_server *s, const char *section, const char *field);
 /* Whether INFO section of s contains text (e.g. "master_link_status:up"). */
 int rt_info_says(rt_server *s, const char *section, const char *text);
 /* Starts a replica of master (with one more "--name value" pair of
- * arguments if name is not NULL) and waits until it is in sync. */
+ * arguments if name is not NULL), running the master's server binary, and
+ * waits until it is in sync. */
 rt_server *rt_replica_start(rt_server *master, const char *name,
                             const char *value);
 
