@@ -642,27 +642,27 @@ TEST(a_later_waiter_keeps_the_lock_key_as_long_as_the_longer_queue)
     rlock_client_opts bo, co;
     rlock_client *a = rt_client(rt_server_url(s), NULL);
     rlock_client *b, *c;
-    rlock_mutex_opts mo;
     rlock_mutex *ma, *mb, *mc;
     char v1[256], v2[256];
     rt_locker lb, lc;
 
     rlock_client_opts_init(&bo);
-    bo.waiter_ttl_ms = 300; /* the queue lives 1.6 s after b joins */
+    bo.waiter_ttl_ms = 2000; /* the queue lives 5 s after b joins */
     b = rt_client(rt_server_url(s), &bo);
     rlock_client_opts_init(&co);
     co.waiter_ttl_ms = 20000; /* ... and 41 s after c joins */
     c = rt_client(rt_server_url(s), &co);
-    rlock_mutex_opts_init(&mo);
-    mo.lease_ms = 1500;
-    ma = rt_mutex(a, "longer", &mo);
+    /* a's lease (the watchdog's, 30 s) is longer than the first and
+     * shorter than the second. */
+    ma = rt_mutex(a, "longer", NULL);
     mb = rt_mutex(b, "longer", NULL);
     mc = rt_mutex(c, "longer", NULL);
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     rt_locker_start(&lb, mb, 1);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:longer}:queue") == 1, 10000);
     get_value(s, "longer", v1, sizeof v1);
-    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}:queue"), <, 5000);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}:queue"), <=, 5000);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:longer}"), <=, 30000);
     rt_locker_start(&lc, mc, 1);
     RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:longer}:queue") == 2, 10000);
     get_value(s, "longer", v2, sizeof v2);

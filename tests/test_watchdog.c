@@ -512,8 +512,13 @@ TEST(watchdog_renews_calm_holds_with_set_ifeq_on_valkey_8_1)
     freeReplyObject(rt_cmd(s, "HSET {rlock:typed} someone data"));
     RT_WAIT_UNTIL(atomic_load(&calm_lost) == 1 && atomic_load(&typed_lost) == 1,
                   5000);
+    /* Those answers (nil, WRONGTYPE) do not make the client give up the
+     * native form: the calm hold left is still renewed without PEXPIRE. */
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
     rt_sleep_ms(1200);
     CHECK_INT(atomic_load(&counted_lost) + atomic_load(&queued_lost), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "pexpire"), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(s, "set"), >=, 2);
     CHECK_INT(rt_cmd_int(s, "HLEN {rlock:typed}"), ==, 1);
     CHECK_RC(rlock_mutex_unlock(calm), RLOCK_ELOST);
     CHECK_RC(rlock_mutex_unlock(typed), RLOCK_ELOST);

@@ -611,6 +611,9 @@ static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
     l->multi = rlock__req_commands(req);
     if (asking)
         rc = rlock__conn_append(l->conn, 1, asking_argv, NULL);
+    /* (A pipeline never goes behind ASKING: the cluster backend sends
+     * that again only for a request answered with a redirection, and a
+     * pipeline's answers are its commands'. Nor is an undo one.) */
     if (rc == RLOCK_OK && l->multi > 0)
         rc = queue_pipeline(l->conn, req);
     else if (rc == RLOCK_OK)

@@ -92,10 +92,12 @@ static int tally(const rlock_client *c, const rlock__results *res,
     return renewed >= c->quorum ? 1 : gone > c->nnodes - c->quorum ? 0 : -1;
 }
 
-/* After a compare-and-set renewal a server could not carry out (it has
- * no SET IFEQ, or refused the commands), the renewal script alone for
- * this long, then the native form is tried again: the server may have
- * been upgraded, or a failover may have put a newer one in its place. */
+/* After a server said it cannot renew with compare-and-set (it has no
+ * SET IFEQ, or its ACL refuses it), the renewal script alone for this
+ * long, then the native form is tried again: the server may have been
+ * upgraded, or a failover may have put a newer one in its place. Other
+ * errors (a slot moving, a server loading) send only that batch to the
+ * script. */
 #define CAS_PAUSE_NS (60 * 1000 * RLOCK__NS_PER_MS)
 
 /* How a batch's holds fared: state 1 renewed (by a majority), 0 gone,
@@ -106,19 +108,24 @@ typedef struct outcome {
     long long acks[RENEW_BATCH];
 } outcome;
 
+/* What the native round leaves to the script round. */
+enum { CAS_SCRIPT, CAS_REFUSED, CAS_NO_REPLY };
+
 /* The batch as one pipeline of native compare-and-set renewals (the
  * layout's renew_cas), one round trip. Holds renewed on a majority are
  * settled in out; the others (their value not the calm one the client
- * knows: waiters queued, or the hold gone) are left to the script.
- * Returns 0 if a server answered with something else than such answers:
- * it cannot, and the script takes every hold of the batch. */
+ * knows: waiters queued, or the hold gone) are left to the script
+ * (CAS_SCRIPT). CAS_REFUSED: a server said it cannot renew so, and the
+ * script takes every hold of the batch; CAS_NO_REPLY: no node answered
+ * (down, or slower than the deadline, which the script round would then
+ * wait for again): nothing more this time, the holds are retried soon. */
 static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
                      rlock__call *call, outcome *out)
 {
     const rlock__layout *lay = rn[0].lay;
     rlock__results res;
     rlock__req req;
-    int i, k, usable = 1, ok[RLOCK__NODES_MAX] = {0};
+    int i, k, refused = 0, answered = 0, ok[RLOCK__NODES_MAX] = {0};
     int64_t t_send;
     long long acks;
 
@@ -131,18 +138,21 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
     t_send = rlock__now_ns();
     if (rlock__req_finish(&req) != RLOCK_OK) {
         rlock__req_free(&req);
-        return 1; /* out of memory here: nothing the server did */
+        return CAS_SCRIPT; /* out of memory here: nothing the server did */
     }
     c->backend->exec(c, &req, 0, &res, call);
     for (k = 0; k < res.n; k++) {
-        ok[k] = res.r[k].rc == RLOCK_OK &&
-                rlock__parse_renew_cas(res.r[k].replies, res.r[k].nreplies,
-                                       (size_t)n) == RLOCK_OK;
-        if (!ok[k] && res.r[k].nreplies > 0)
-            usable = 0;
+        const rlock__result *r = &res.r[k];
+        ok[k] = r->rc == RLOCK_OK &&
+                rlock__parse_renew_cas(r->replies, r->nreplies, (size_t)n) ==
+                    RLOCK_OK;
+        answered += r->nreplies > 0;
+        if (!ok[k] && r->nreplies > 0 &&
+            rlock__cas_refused(r->replies, r->nreplies))
+            refused = 1;
     }
     acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
-    for (i = 0; usable && i < n; i++) {
+    for (i = 0; !refused && i < n; i++) {
         int renewed = 0;
         for (k = 0; k < res.n; k++)
             renewed += ok[k] && rlock__cas_renewed(res.r[k].replies, (size_t)i);
@@ -154,7 +164,7 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
     }
     rlock__results_free(&res);
     rlock__req_free(&req);
-    return usable;
+    return refused ? CAS_REFUSED : answered ? CAS_SCRIPT : CAS_NO_REPLY;
 }
 
 /* The renewal script for the holds of the batch not settled yet. */
@@ -212,7 +222,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
 {
     outcome *out = malloc(sizeof *out);
     rlock__call call;
-    int i, replicas = 0, cas, usable = 1;
+    int i, replicas = 0, cas, left = CAS_SCRIPT;
 
     if (!out) {
         /* Out of memory: try again soon, as after a failed round trip. */
@@ -237,10 +247,11 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
     pthread_mutex_unlock(&c->mu);
 
     if (cas)
-        usable = renew_cas(c, rn, n, replicas, &call, out);
-    renew_script(c, rn, n, replicas, &call, out);
+        left = renew_cas(c, rn, n, replicas, &call, out);
+    if (left != CAS_NO_REPLY)
+        renew_script(c, rn, n, replicas, &call, out);
     pthread_mutex_lock(&c->mu);
-    if (!usable)
+    if (left == CAS_REFUSED)
         c->cas_paused_until = rlock__now_ns() + CAS_PAUSE_NS;
 
     for (i = 0; i < n; i++) {

@@ -209,6 +209,22 @@ int rlock__cas_renewed(redisReply *const *rs, size_t i)
            memcmp(e->str, "OK", 2) == 0;
 }
 
+int rlock__cas_refused(redisReply *const *rs, size_t nr)
+{
+    size_t i;
+
+    for (i = 0; i < nr; i++) {
+        const redisReply *e = rs[i];
+        if (e->type == REDIS_REPLY_NIL || rlock__cas_renewed(rs, i))
+            continue;
+        if (e->type != REDIS_REPLY_ERROR || !e->str ||
+            strncmp(e->str, "ERR", 3) == 0 ||
+            strncmp(e->str, "NOPERM", 6) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* A number the status and force scripts return either as an integer or as
  * the string a hash field holds; 0 for anything else. */
 static int64_t str_int(const redisReply *r)

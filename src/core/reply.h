@@ -75,11 +75,15 @@ int rlock__renewed(const redisReply *r, size_t i);
 /* The answers to a pipeline of n compare-and-set renewals (rs[0..nr)):
  * RLOCK_OK if there are n, each +OK (renewed), nil (not that value) or a
  * WRONGTYPE error (another type under the name); RLOCK_EPROTO for
- * anything else (an error such as "syntax error" says the server has no
- * such command). Then rlock__cas_renewed(rs, i) says whether hold i
+ * anything else. Then rlock__cas_renewed(rs, i) says whether hold i
  * (i < n) was renewed. */
 int rlock__parse_renew_cas(redisReply *const *rs, size_t nr, size_t n);
 int rlock__cas_renewed(redisReply *const *rs, size_t i);
+/* Whether such answers say that the server cannot renew so: a generic
+ * ERR (a server without IFEQ says "ERR syntax error"), NOPERM, or an
+ * answer that is no reply to SET at all. Errors that pass (MOVED, ASK,
+ * LOADING, BUSY, OOM, READONLY, TRYAGAIN...) do not. */
+int rlock__cas_refused(redisReply *const *rs, size_t nr);
 
 /* The status script's snapshot into *st (untouched on RLOCK_EPROTO),
  * the holder's host and pid among it when its owner string or the
