@@ -111,6 +111,8 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
     m->calm = 1; /* until a fast form finds otherwise */
     m->opts = *opts;
     m->layout = rlock__layout_of(opts->layout);
+    m->counts_here = !(m->layout->flags & RLOCK__LAY_COUNTS) ||
+                     !(c->backend->flags & RLOCK__BK_ONE_COPY);
     m->lease_ms =
         opts->lease_ms > 0 ? opts->lease_ms : c->opts.watchdog_lease_ms;
     m->replicas = opts->sync_replicas == RLOCK_SYNC_OFF ? 0

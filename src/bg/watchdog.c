@@ -338,13 +338,8 @@ static void renew_due(rlock_client *c)
         rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
         rn[n].id = m->layout->hold_id(h);
         rn[n].token = h->token;
-        /* Redis keeps the count where the layout counts and the lock has
-         * one copy; elsewhere the client counts and Redis sees one hold
-         * (engine/common.c, rlock__counts_here). */
-        rn[n].count = (m->layout->flags & RLOCK__LAY_COUNTS) &&
-                              (c->backend->flags & RLOCK__BK_ONE_COPY)
-                          ? h->count
-                          : 1;
+        /* The count Redis keeps: one where the client counts. */
+        rn[n].count = m->counts_here ? 1 : h->count;
         h->renewing = 1;
         n++;
     }

@@ -105,6 +105,10 @@ struct rlock_mutex {
      * read and written with relaxed atomics: a wrong guess costs a round
      * trip or a little Redis time, never correctness. */
     int calm;
+    /* Re-entry is counted by the client, Redis seeing one hold: the
+     * layout does not count (RLOCK__LAY_COUNTS), or the backend keeps
+     * copies (no RLOCK__BK_ONE_COPY). Set at creation. */
+    int counts_here;
     /* A caller asked for a fencing token through this handle: its
      * acquisitions draw one at once (the fenced fast form) rather than
      * when asked (the lean form, and a round trip more). Set once, read

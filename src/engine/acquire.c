@@ -172,7 +172,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         rlock__hold_remove(&c->holds, h); /* reported already; afresh */
         h = NULL;
     }
-    if (h && rlock__counts_here(m)) {
+    if (h && m->counts_here) {
         /* Re-entry is counted here; Redis sees one hold. */
         h->count++;
         pthread_mutex_unlock(&c->mu);
@@ -265,7 +265,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         /* Where the client counts re-entries, Redis's count is not
          * the hold's. */
         rc = rlock__hold_record(call, m, owner, t.token, a.nonce,
-                                rlock__counts_here(m) ? 1 : t.count, t0,
+                                m->counts_here ? 1 : t.count, t0,
                                 m->lease_ms);
         pthread_mutex_unlock(&c->mu);
         if (rc == RLOCK_OK) {

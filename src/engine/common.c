@@ -30,12 +30,6 @@ uint64_t rlock__new_nonce(rlock_client *c)
     return __atomic_add_fetch(&c->next_nonce, 1, __ATOMIC_RELAXED);
 }
 
-int rlock__counts_here(const rlock_mutex *m)
-{
-    return !(m->layout->flags & RLOCK__LAY_COUNTS) ||
-           !(m->c->backend->flags & RLOCK__BK_ONE_COPY);
-}
-
 int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
                 rlock__results *res)
 {

@@ -35,10 +35,6 @@ int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
 void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
                  uint64_t nonce, int now);
 
-/* Whether the hold is the client's to count (re-entry counted here, not
- * in Redis): the layout does not count, or the backend keeps copies. */
-int rlock__counts_here(const rlock_mutex *m);
-
 /* Sends req and fills res (mu not held); RLOCK_OK or RLOCK_ENOMEM. */
 int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
                 rlock__results *res);

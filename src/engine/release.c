@@ -102,7 +102,7 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     if ((rc = own_hold(call, m, owner, &id, NULL, &count, &unknown, 0)) !=
         RLOCK_OK)
         return rc;
-    if (count > 1 && rlock__counts_here(m)) {
+    if (count > 1 && m->counts_here) {
         pthread_mutex_lock(&c->mu);
         if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
             h->count--;
