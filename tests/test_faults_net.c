@@ -522,6 +522,179 @@ static long long reply_int(redisContext *ctx)
     return v;
 }
 
+/* ---- a request answered never, run last ---------------------------------- */
+
+/* A client behind p that gives up on a reply after timeout_ms. */
+static rlock_client *impatient_client(rt_proxy *p, int64_t watchdog_lease_ms,
+                                      int timeout_ms)
+{
+    rlock_client_opts o;
+
+    rlock_client_opts_init(&o);
+    o.command_timeout_ms = timeout_ms;
+    if (watchdog_lease_ms)
+        o.watchdog_lease_ms = watchdog_lease_ms;
+    return rt_client(rt_proxy_url(p), &o);
+}
+
+/*
+ * A request whose answer never came may still reach Redis, after a request
+ * sent later on another connection: the lease it sets is then the last one
+ * set. A holds with 5 s and its token; an extension to 2 s is held in the
+ * proxy for 4 s and A's call gives up on it; A extends to 20 s on a fresh
+ * connection, confirmed at once; then the 2 s extension runs, and the key
+ * goes 2 s later. B then holds the lock: A must not believe it holds it
+ * still (its token must not be handed out as valid).
+ */
+TEST(an_unanswered_shorter_extend_that_runs_last_is_counted_with)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_client *a = impatient_client(p, 0, 1000);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma = fixed_lease(a, "late_short", 5000);
+    rlock_mutex *mb = rt_mutex(b, "late_short", NULL);
+    uint64_t token;
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
+    rt_proxy_set_delay(p, 4000, 0);
+    CHECK_RC(rlock_mutex_extend(ma, 2000), RLOCK_ENOREPLY);
+    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
+    rt_proxy_set_delay(p, 0, 0);
+    CHECK_RC(rlock_mutex_extend(ma, 20000), RLOCK_OK);
+    /* The order this test is about: the 20 s extension ran first. */
+    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:late_short}"), >, 10000);
+    RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) == 0, 10000);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "PTTL {rlock:late_short}") <= 2000, 5000);
+    CHECK_RC(rlock_mutex_timedlock(mb, 10000), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
+/* The same with a re-entry, whose count Redis keeps (one server): through
+ * a handle with a 2 s lease, it sets that lease. */
+TEST(an_unanswered_reentry_that_runs_last_is_counted_with)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_client *a = impatient_client(p, 0, 1000);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma = fixed_lease(a, "late_reentry", 5000);
+    rlock_mutex *ma2 = fixed_lease(a, "late_reentry", 2000);
+    rlock_mutex *mb = rt_mutex(b, "late_reentry", NULL);
+    uint64_t token;
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
+    rt_proxy_set_delay(p, 4000, 0);
+    CHECK_RC(rlock_mutex_trylock(ma2), RLOCK_ENOREPLY);
+    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
+    rt_proxy_set_delay(p, 0, 0);
+    CHECK_RC(rlock_mutex_extend(ma, 20000), RLOCK_OK);
+    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:late_reentry}"), >, 10000);
+    RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) == 0, 10000);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "PTTL {rlock:late_reentry}") <= 2000, 5000);
+    CHECK_RC(rlock_mutex_timedlock(mb, 10000), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(ma2);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
+/*
+ * The same with the watchdog's renewal (3 s lease) as the request that
+ * runs last, after A's extension to 120 s: the script's PEXPIRE on a server
+ * without SET IFEQ, the native SET ... IFEQ ... PX on Valkey 8.1. Until the
+ * test ends (past when the key would have gone), B must never hold the
+ * lock while A's token is still handed out as valid.
+ */
+static void unanswered_renewal_runs_last(const char *binary)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rt_proxy *p;
+    rlock_client *a, *b;
+    rlock_mutex *ma, *mb;
+    uint64_t token;
+    int64_t t_end;
+    int b_held = 0;
+
+    memset(&so, 0, sizeof so);
+    so.binary = binary;
+    s = rt_server_start(&so);
+    p = rt_proxy_start(rt_server_port(s));
+    a = impatient_client(p, 3000, 1000);
+    b = rt_client(rt_server_url(s), NULL);
+    ma = rt_mutex(a, "late_renewal", NULL);
+    mb = rt_mutex(b, "late_renewal", NULL);
+
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
+    /* A first renewal (a server without SET IFEQ has said so by then, and
+     * the script renews), then one held for 4 s, given up after 1 s. */
+    rt_sleep_ms(1500);
+    rt_proxy_set_delay(p, 4000, 0);
+    RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) > 0, 5000);
+    rt_proxy_set_delay(p, 0, 0);
+    rt_sleep_ms(1200);
+    /* The extension runs before the held renewal. */
+    CHECK_RC(rlock_mutex_extend(ma, 120000), RLOCK_OK);
+    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
+    RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) == 0, 10000);
+    /* A's next renewal, as a 120 s lease would have it, is 20 s or more
+     * after the extension; the late renewal's lease ends 3 s after it
+     * ran. */
+    t_end = rt_now_ms() + 5000;
+    while (rt_now_ms() < t_end && !b_held) {
+        int rc = rlock_mutex_trylock(mb);
+        CHECK(rc == RLOCK_OK || rc == RLOCK_EBUSY);
+        if (rc == RLOCK_OK) {
+            b_held = 1;
+            CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_ELOST);
+            CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+        }
+        rt_sleep_ms(20);
+    }
+    printf("B %s the lock while A's watchdog ran\n",
+           b_held ? "took" : "never took");
+    if (!b_held) {
+        CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    }
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
+TEST(an_unanswered_renewal_that_runs_last_is_counted_with)
+{
+    unanswered_renewal_runs_last(NULL);
+}
+
+TEST(an_unanswered_native_renewal_that_runs_last_is_counted_with)
+{
+    unanswered_renewal_runs_last(rt_valkey81_binary());
+}
+
 TEST(proxy_delays_each_direction_in_order_and_holds_back_on_demand)
 {
     rt_server *s = rt_server_start(NULL);

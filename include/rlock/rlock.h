@@ -544,7 +544,11 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
 
 /*
  * Sets the remaining lease of the calling thread's hold to lease_ms
- * milliseconds from now. Never recreates a lock that expired.
+ * milliseconds from now. Never recreates a lock that expired. If a request
+ * about this hold was never answered before (an extension, a renewal or a
+ * re-entry that returned RLOCK_ENOREPLY or RLOCK_EIO), it may still reach
+ * Redis after this one and set its own lease: the lease this client then
+ * counts is no longer than that one's.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
  * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold

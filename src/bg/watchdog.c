@@ -52,9 +52,10 @@ typedef struct renewal {
     int64_t count;  /* the count Redis keeps */
 } renewal;
 
+/* A third of the lease as the client counts it. */
 static int64_t period_ns(const rlock__hold *h)
 {
-    return h->cur_lease_ms * RLOCK__NS_PER_MS / 3;
+    return rlock__hold_countable(h, h->cur_lease_ms) * RLOCK__NS_PER_MS / 3;
 }
 
 static int topping_up(const rlock__hold *h)
@@ -101,12 +102,30 @@ static int tally(const rlock_client *c, const rlock__results *res,
 #define CAS_PAUSE_NS (60 * 1000 * RLOCK__NS_PER_MS)
 
 /* How a batch's holds fared: state 1 renewed (by a majority), 0 gone,
- * -1 not known (yet); when and how, for those renewed. */
+ * -1 not known (yet); when and how, for those renewed. unanswered: some
+ * node never answered a request for the hold, which may still run
+ * (rlock__hold_owe). first_sent: when the batch's first request left (0:
+ * none did). */
 typedef struct outcome {
     int state[RENEW_BATCH];
     int64_t sent_at[RENEW_BATCH];
     long long acks[RENEW_BATCH];
+    int unanswered;
+    int64_t first_sent;
 } outcome;
+
+/* Notes what a round's results say of the batch's requests: when they
+ * left, and whether a node left one unanswered. */
+static void round_sent(outcome *out, const rlock__results *res,
+                       int64_t t_send)
+{
+    int k;
+
+    if (!out->first_sent)
+        out->first_sent = t_send;
+    for (k = 0; k < res->n; k++)
+        out->unanswered |= rlock__result_unknown(&res->r[k]);
+}
 
 /* What the native round leaves to the script round. */
 enum { CAS_SCRIPT, CAS_REFUSED, CAS_NO_REPLY };
@@ -141,6 +160,7 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
         return CAS_SCRIPT; /* out of memory here: nothing the server did */
     }
     c->backend->exec(c, &req, 0, &res, call);
+    round_sent(out, &res, t_send);
     for (k = 0; k < res.n; k++) {
         const rlock__result *r = &res.r[k];
         ok[k] = r->rc == RLOCK_OK &&
@@ -194,10 +214,12 @@ static void renew_script(rlock_client *c, const renewal *rn, int n,
         rlock__req_argi(&req, r->lease_ms);
     }
     t_send = rlock__now_ns();
-    if (rlock__req_finish(&req) == RLOCK_OK)
+    if (rlock__req_finish(&req) == RLOCK_OK) {
         c->backend->exec(c, &req, 0, &res, call);
-    else
+        round_sent(out, &res, t_send);
+    } else {
         rlock__results_init(&res, 0);
+    }
     for (i = 0; i < res.n; i++)
         ok[i] = res.r[i].rc == RLOCK_OK &&
                 rlock__parse_renew(res.r[i].reply, (size_t)m) == RLOCK_OK;
@@ -242,6 +264,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
             replicas = rn[i].replicas;
         out->state[i] = -1;
     }
+    out->unanswered = 0;
+    out->first_sent = 0;
     cas = rn[0].lay->renew_cas && rlock__now_ns() >= c->cas_paused_until;
     rlock__call_init(&call, bound);
     pthread_mutex_unlock(&c->mu);
@@ -257,34 +281,45 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
     for (i = 0; i < n; i++) {
         rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
         int renewed = out->state[i];
+        int64_t lease = rn[i].lease_ms;
         if (!h)
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
         if (renewed < 0 || (renewed && out->acks[i] < rn[i].replicas)) {
             /* Failed, or (sync_replicas) renewed on the master only,
              * which a failover could undo, so it does not move the lease
-             * end we count with. Try again soon; the lease end decides
-             * when to give up. */
-            int64_t retry = period_ns(h) / 10;
+             * end we count with; but it may have run, and set a lease
+             * shorter than one an extension set: the end is the sooner
+             * of the two. Try again soon; the lease end decides when to
+             * give up. */
+            int64_t retry = period_ns(h) / 10,
+                    end = out->first_sent + lease * RLOCK__NS_PER_MS -
+                          c->backend->margin_ns(c, lease);
+            if (out->first_sent && end < h->valid_until)
+                h->valid_until = end;
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
             h->renew_at = rlock__now_ns() + retry;
         } else if (renewed) {
-            /* What this request set, not what the hold asks for now. */
+            /* What this request set, not what the hold asks for now;
+             * counted no longer than an unanswered request may set. */
+            int64_t counted = rlock__hold_countable(h, lease);
             if (!topping_up(h))
                 h->renewals++;
-            h->cur_lease_ms = rn[i].lease_ms;
+            h->cur_lease_ms = lease;
             h->valid_until = out->sent_at[i] +
-                             rn[i].lease_ms * RLOCK__NS_PER_MS -
-                             c->backend->margin_ns(c, rn[i].lease_ms);
+                             counted * RLOCK__NS_PER_MS -
+                             c->backend->margin_ns(c, counted);
             /* Every batch of a step is due again at the same moment, a
-             * period after the step began (a little early for the later
-             * batches), so that the holds renewed together stay together
-             * and the next step again sends full batches. */
-            h->renew_at = t_step + period_ns(h);
+             * third of the lease after the step began (a little early
+             * for the later batches), so that the holds renewed together
+             * stay together and the next step again sends full batches. */
+            h->renew_at = t_step + counted * RLOCK__NS_PER_MS / 3;
         } else if (!h->releasing) {
             mark_lost(h);
         }
+        if (out->unanswered)
+            rlock__hold_owe(h, lease);
     }
     free(out);
     pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
@@ -344,7 +379,7 @@ static void renew_due(rlock_client *c)
         n++;
     }
     /* The bound computed before the first call stays right for the
-     * others: renewals only move lease ends later. On a cluster a
+     * others: a batch moves only its own holds' lease ends. On a cluster a
      * script's keys must share a slot: one batch per group. */
     for (off = 1; off < n; off++)
         mixed |= by_group(&rn[off], &rn[0]) != 0;

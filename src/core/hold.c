@@ -174,3 +174,13 @@ void rlock__hold_clear(rlock__holds *t, rlock_mutex *m)
     t->slots = 0;
     t->n = 0;
 }
+
+int64_t rlock__hold_countable(const rlock__hold *h, int64_t lease_ms)
+{
+    return h->owed_ms > 0 && h->owed_ms < lease_ms ? h->owed_ms : lease_ms;
+}
+
+void rlock__hold_owe(rlock__hold *h, int64_t lease_ms)
+{
+    h->owed_ms = rlock__hold_countable(h, lease_ms);
+}

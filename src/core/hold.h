@@ -42,8 +42,12 @@ typedef struct rlock__hold {
     int releasing;        /* an unlock that may end the hold is in flight */
     int release_unknown;  /* a final unlock's reply was lost: it may have
                              released the lock already */
-    int extending;        /* rlock_mutex_extend is in flight */
+    int extending;        /* an owner's request that sets the lease is
+                             in flight: rlock_mutex_extend, or a re-entry
+                             whose count Redis keeps */
     int renewing;         /* a renewal of this hold is in flight */
+    int64_t owed_ms;      /* the shortest lease that a request of this
+                             hold never answered may still set (0: none) */
 } rlock__hold;
 
 typedef struct rlock__holds {
@@ -63,6 +67,25 @@ rlock__hold *rlock__hold_by_serial(rlock__holds *t, uint64_t serial);
 /* A new hold of m by owner, added to the table (serial set, a reference
  * on owner.obj taken); NULL if memory ran out. */
 rlock__hold *rlock__hold_new(rlock__holds *t, rlock_mutex *m, rlock__as owner);
+/*
+ * Leases and requests that were never answered.
+ *
+ * A request that sets a hold's lease (a renewal, an extension, a re-entry)
+ * and whose answer never came may still reach Redis later: held up in a
+ * network, or queued behind a stalled server, it can run after a request
+ * sent after it on another connection, and the lease it sets is then the
+ * last one set. A shorter one would end the hold before the end the client
+ * counted from the later request. So the client remembers the shortest
+ * lease of its unanswered requests, for as long as the hold lasts (how late
+ * such a request can run has no bound the client knows), and counts no
+ * confirmed lease as longer than that.
+ */
+/* How long a lease of lease_ms that Redis confirmed setting for h is
+ * counted: no longer than any of h's unanswered requests may still set. */
+int64_t rlock__hold_countable(const rlock__hold *h, int64_t lease_ms);
+/* A request of h that sets a lease of lease_ms got no answer. */
+void rlock__hold_owe(rlock__hold *h, int64_t lease_ms);
+
 /* Removes h from the table and frees it. */
 void rlock__hold_remove(rlock__holds *t, rlock__hold *h);
 /* Forgets every hold of m, or of the whole table (m NULL), which is then

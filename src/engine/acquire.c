@@ -96,6 +96,30 @@ static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
     }
 }
 
+/* A re-entry whose count Redis keeps did not record a lease (mu not
+ * held): it may have set one, sent at t0, that ends sooner than the one
+ * counted; and a node that never answered may still run it later. t NULL:
+ * nothing was sent. */
+static void reentry_done(rlock_mutex *m, rlock__as owner, const tally *t,
+                         int64_t t0)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    int64_t end = t0 + m->lease_ms * RLOCK__NS_PER_MS -
+                  c->backend->margin_ns(c, m->lease_ms);
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h && t) {
+        if (end < h->valid_until)
+            h->valid_until = end;
+        if (t->unknown)
+            rlock__hold_owe(h, m->lease_ms);
+    }
+    rlock__hold_settled(c, h);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* Redlock's second round: the chosen token on the nodes that hold with
  * less. Clears got[i] where that failed. */
 static void retoken(rlock__call *call, rlock_mutex *m, const char *owner,
@@ -167,7 +191,10 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
 
     memset(&a, 0, sizeof a);
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(&c->holds, m, owner.no);
+    /* A re-entry whose count Redis keeps sets the lease: one such request
+     * of a hold at a time (rlock__hold_quiet). */
+    h = m->counts_here ? rlock__hold_find(&c->holds, m, owner.no)
+                       : rlock__hold_quiet(m, owner.no);
     if (h && h->lost) {
         rlock__hold_remove(&c->holds, h); /* reported already; afresh */
         h = NULL;
@@ -183,6 +210,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         a.count = h->count;
         a.token = h->token;
         a.id = lay->hold_id(h);
+        h->extending = 1;
     }
     pthread_mutex_unlock(&c->mu);
     /* Without a queue a wait is a plain attempt; over copies there is
@@ -212,6 +240,8 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         t0 = rlock__now_ns();
         if ((rc = rlock__send(call, m, &req, 0, &res)) != RLOCK_OK) {
             rlock__req_free(&req);
+            if (!fresh)
+                reentry_done(m, owner, NULL, 0);
             return rc;
         }
         tally_answers(m, &a, req.script->name, &res, &t);
@@ -231,26 +261,32 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
          * makes Redis agree with it again. */
         if (t.gone) {
             pthread_mutex_lock(&c->mu);
-            if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
+            if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL) {
+                rlock__hold_settled(c, h);
                 rlock__hold_remove(&c->holds, h);
+            }
             pthread_mutex_unlock(&c->mu);
             rc = rlock__fail(call, RLOCK_ELOST,
                              "re-entry found the hold gone (expired or "
                              "taken)");
         } else if (t.held &&
                    rlock__now_ns() - t0 >= m->lease_ms * RLOCK__NS_PER_MS) {
-            /* Too late to believe; the hold keeps the lease it had. */
+            /* Too late to believe; the hold keeps the lease it had, or
+             * the one this set, if that ends sooner. */
             if (hint_ms)
                 *hint_ms = 0;
             rc = rlock__fail(call, RLOCK_EBUSY,
                              "reply arrived after the lease had ended");
+            reentry_done(m, owner, &t, t0);
         } else if (t.held) {
             pthread_mutex_lock(&c->mu);
             rc = rlock__hold_record(call, m, owner, t.token, a.id, t.count,
                                     t0, m->lease_ms);
+            rlock__hold_settled(c, rlock__hold_find(&c->holds, m, owner.no));
             pthread_mutex_unlock(&c->mu);
         } else {
             rc = not_held(call, m, &t, &res, hint_ms);
+            reentry_done(m, owner, &t, t0);
         }
         rlock__results_free(&res);
         rlock__req_free(&req);

@@ -50,6 +50,7 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock_client *c = m->c;
     rlock__hold *h = rlock__hold_find(&c->holds, m, owner.no);
     int rc = rlock__bg_ensure(c, call);
+    int64_t counted;
 
     if (rc != RLOCK_OK)
         return rc;
@@ -67,15 +68,36 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
     h->count = count;
     h->lease_ms = m->lease_ms;
     h->cur_lease_ms = granted_ms;
-    if (granted_ms < c->shortest_lease_ms)
-        c->shortest_lease_ms = granted_ms;
+    /* A re-entry's lease counts no longer than an unanswered request of
+     * the hold may set (a new hold has none). */
+    counted = rlock__hold_countable(h, granted_ms);
+    if (counted < c->shortest_lease_ms)
+        c->shortest_lease_ms = counted;
     h->lost = 0;
     h->notify = 0;
-    h->valid_until = t0 + granted_ms * RLOCK__NS_PER_MS -
-                     c->backend->margin_ns(c, granted_ms);
-    h->renew_at = t0 + granted_ms * RLOCK__NS_PER_MS / 3;
+    h->valid_until = t0 + counted * RLOCK__NS_PER_MS -
+                     c->backend->margin_ns(c, counted);
+    h->renew_at = t0 + counted * RLOCK__NS_PER_MS / 3;
     rlock__bg_kick_before(c, h->renew_at);
     return RLOCK_OK;
+}
+
+rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner)
+{
+    rlock__hold *h;
+
+    while ((h = rlock__hold_find(&m->c->holds, m, owner)) != NULL &&
+           (h->renewing || h->extending))
+        pthread_cond_wait(&m->c->state_cv, &m->c->mu);
+    return h;
+}
+
+void rlock__hold_settled(rlock_client *c, rlock__hold *h)
+{
+    if (h) {
+        h->extending = 0;
+        pthread_cond_broadcast(&c->state_cv);
+    }
 }
 
 void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,

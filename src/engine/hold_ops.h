@@ -24,6 +24,15 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
                        uint64_t token, uint64_t nonce, int64_t count,
                        int64_t t0, int64_t granted_ms);
 
+/* Owner's hold of m (or NULL) once no request that sets its lease is in
+ * flight: a renewal, an extension, a re-entry whose count Redis keeps
+ * (mu held, waited on). One at a time, each request's confirmed lease is
+ * the last one set, unless a request never answered runs later
+ * (rlock__hold_owe). The caller marks its own with h->extending. */
+rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner);
+/* Ends an owner's request that set h->extending (mu held). */
+void rlock__hold_settled(rlock_client *c, rlock__hold *h);
+
 /* With the mutex's replicas: makes sure owner's new hold reached enough
  * of them, or releases it and returns RLOCK_EREPLICAS (or the error that
  * prevented knowing). RLOCK_OK at once without. */

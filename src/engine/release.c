@@ -33,9 +33,10 @@ static const char *whose(rlock__as owner)
 
 /* Looks up owner's hold for unlock/extend. On RLOCK_OK what the layout
  * knows the hold by, its token and its count are in *id, *token (if not
- * NULL) and *count and mu is released. An extend waits
- * for a renewal in flight, and keeps renewals off the hold until it is
- * done, so that the last lease Redis set is the one the client records. */
+ * NULL) and *count and mu is released. An extend waits for a renewal or
+ * another extension in flight, and keeps renewals off the hold until it
+ * is done, so that the last lease Redis set is the one the client
+ * records (rlock__hold_quiet). */
 static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
                     uint64_t *id, uint64_t *token, int64_t *count,
                     int *unknown, int extending)
@@ -44,12 +45,8 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__hold *h;
 
     pthread_mutex_lock(&c->mu);
-    for (;;) {
-        h = rlock__hold_find(&c->holds, m, owner.no);
-        if (!h || !extending || !h->renewing)
-            break;
-        pthread_cond_wait(&c->state_cv, &c->mu);
-    }
+    h = extending ? rlock__hold_quiet(m, owner.no)
+                  : rlock__hold_find(&c->holds, m, owner.no);
     if (!h) {
         pthread_mutex_unlock(&c->mu);
         return rlock__fail(call, RLOCK_ENOTOWNER,
@@ -213,8 +210,8 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__req req;
     rlock__hold *h;
     uint64_t id = 0, token = 0;
-    int64_t count, t0, margin, valid_until;
-    int extended = 0, gone = 0, i, rc;
+    int64_t count, t0, margin, valid_until, counted = lease_ms;
+    int extended = 0, gone = 0, unanswered = 0, i, rc;
     long long acks = 0;
 
     if ((rc = own_hold(call, m, owner, &id, &token, &count, NULL, 1)) !=
@@ -229,8 +226,10 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rc = rlock__send(call, m, &req, 0, &res);
     for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
         int ok;
-        if (res.r[i].rc != RLOCK_OK)
+        if (res.r[i].rc != RLOCK_OK) {
+            unanswered |= rlock__result_unknown(&res.r[i]);
             continue;
+        }
         if (rlock__parse_extend(res.r[i].reply, &ok) != RLOCK_OK) {
             res.r[i].rc = rlock__err_set(&res.r[i].err, RLOCK_EPROTO,
                                          "unexpected reply to the %s script",
@@ -258,8 +257,15 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
 
     pthread_mutex_lock(&c->mu);
     h = rlock__hold_find(&c->holds, m, owner.no);
-    if (h)
-        h->extending = 0;
+    rlock__hold_settled(c, h);
+    if (h && rc == RLOCK_OK && extended >= c->quorum) {
+        /* Counted no longer than an unanswered request may set. */
+        counted = rlock__hold_countable(h, lease_ms);
+        valid_until = t0 + counted * RLOCK__NS_PER_MS -
+                      c->backend->margin_ns(c, counted);
+    }
+    if (h && unanswered)
+        rlock__hold_owe(h, lease_ms);
     if (rc != RLOCK_OK) {
         /* The lease may or may not have been changed: believe whichever
          * ends first. */
@@ -287,12 +293,12 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     } else if (h) {
         h->valid_until = valid_until;
         h->cur_lease_ms = lease_ms;
-        if (lease_ms < c->shortest_lease_ms)
-            c->shortest_lease_ms = lease_ms;
+        if (counted < c->shortest_lease_ms)
+            c->shortest_lease_ms = counted;
         if (!h->watchdog)
             h->lease_ms = lease_ms; /* the caller's latest wish */
         if (h->watchdog)
-            h->renew_at = t0 + lease_ms * RLOCK__NS_PER_MS / 3;
+            h->renew_at = t0 + counted * RLOCK__NS_PER_MS / 3;
         rlock__bg_kick(c);
     }
     pthread_mutex_unlock(&c->mu);
