@@ -45,13 +45,16 @@ long long server_info_field(redisContext *raw, const char *section,
                             const char *field);
 /* Calls of cmd ("evalsha", "exec") so far (INFO commandstats). */
 long long server_calls(redisContext *raw, const char *cmd);
-/* Microseconds Redis has spent running scripts (EVAL, EVALSHA, FCALL and
- * their _RO forms, each with what it runs, counted once) and running SET
- * (called by a client or by a script), from one INFO commandstats; 0, or
- * -1. rlock sends only scripts; the floor sends SET and a script that
- * runs no SET: so each side's requests are timed exactly once. */
-int server_request_usec(redisContext *raw, long long *scripts,
-                        long long *set);
+/* Microseconds Redis has spent running the requests a lock sends, from
+ * one INFO commandstats, into *usec; 0, or -1: scripts (EVAL, EVALSHA,
+ * FCALL and their _RO forms, each with what it runs), SET, and the
+ * compare-and-delete commands (DELEX, DELIFEQ). A SET a script runs is
+ * counted twice (with the script and as a SET): both sides of the
+ * uncontended run send only scripts that run none (rlock's lean
+ * acquisition is a plain SET, its release a script of GET and DEL, or
+ * DELEX/DELIFEQ; the floor's the same SET and such a script), so each of
+ * their requests is timed exactly once. */
+int server_request_usec(redisContext *raw, long long *usec);
 /* CPU time, user and system, of the server's main thread in microseconds
  * (INFO cpu), or -1: everything Redis does for a request, reading it,
  * running it and writing the reply. */

@@ -86,22 +86,22 @@ static long long cmd_usec(const char *text, const char *cmd)
     return u && (!eol || u < eol) ? atoll(u + 6) : 0;
 }
 
-int server_request_usec(redisContext *raw, long long *scripts, long long *set)
+int server_request_usec(redisContext *raw, long long *usec)
 {
-    static const char *const names[] = {"eval",       "evalsha", "eval_ro",
-                                        "evalsha_ro", "fcall",   "fcall_ro"};
+    static const char *const names[] = {
+        "eval",     "evalsha", "eval_ro", "evalsha_ro", "fcall",
+        "fcall_ro", "set",     "delex",   "delifeq"};
     redisReply *r = redisCommand(raw, "INFO commandstats");
     size_t i;
 
-    *scripts = *set = 0;
+    *usec = 0;
     if (!r || r->type != REDIS_REPLY_STRING) {
         if (r)
             freeReplyObject(r);
         return -1;
     }
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
-        *scripts += cmd_usec(r->str, names[i]);
-    *set = cmd_usec(r->str, "set");
+        *usec += cmd_usec(r->str, names[i]);
     freeReplyObject(r);
     return 0;
 }

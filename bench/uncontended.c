@@ -19,7 +19,7 @@ int scenario_uncontended(bench *b)
     double *lat_r = calloc((size_t)pairs, sizeof *lat_r);
     double *lat_f = calloc((size_t)pairs, sizeof *lat_f);
     double sum_r = 0, sum_f = 0;
-    long long sc0, sc1, sc2, set0, set1, set2; /* scripts', SET's time */
+    long long us0, us1, us2; /* Redis running the requests, so far */
     long long us_r = 0, us_f = 0; /* Redis running the requests */
     long long cpu0, cpu1, cpu_r = 0, cpu_f = 0; /* Redis's CPU time */
     rlock_client_opts o;
@@ -50,9 +50,9 @@ int scenario_uncontended(bench *b)
     }
     for (round = 0; round < ROUNDS; round++) {
         int base = n;
-        sc0 = set0 = 0;
+        us0 = 0;
         if (raw)
-            server_request_usec(raw, &sc0, &set0);
+            server_request_usec(raw, &us0);
         cpu0 = raw ? server_cpu_usec(raw) : 0;
         for (i = 0; i < per; i++) {
             double t0 = bench_now();
@@ -61,11 +61,11 @@ int scenario_uncontended(bench *b)
                 goto failed;
             lat_r[n++] = bench_now() - t0;
         }
-        sc1 = set1 = 0;
+        us1 = 0;
         if (raw)
-            server_request_usec(raw, &sc1, &set1);
+            server_request_usec(raw, &us1);
         cpu1 = raw ? server_cpu_usec(raw) : 0;
-        us_r += sc1 - sc0;
+        us_r += us1 - us0;
         cpu_r += cpu1 - cpu0;
         for (i = 0; i < per && raw; i++) {
             double t0 = bench_now();
@@ -74,8 +74,8 @@ int scenario_uncontended(bench *b)
             lat_f[base + i] = bench_now() - t0;
         }
         if (raw) {
-            server_request_usec(raw, &sc2, &set2);
-            us_f += sc2 - sc1 + set2 - set1;
+            server_request_usec(raw, &us2);
+            us_f += us2 - us1;
             cpu_f += server_cpu_usec(raw) - cpu1;
         }
     }

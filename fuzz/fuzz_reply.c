@@ -144,6 +144,21 @@ static void check_counts(const redisReply *r)
         else
             FUZZ_CHECK(token == 0);
     }
+    {
+        /* A compare-and-delete's answer: deleted or kept only for the
+         * integers 1 and 0; any other answer but an error is a refusal;
+         * no answer is none of them. */
+        int d = rlock__parse_cad(r);
+        FUZZ_CHECK(d == RLOCK__CAD_DELETED || d == RLOCK__CAD_KEPT ||
+                   d == RLOCK__CAD_REFUSED || d == RLOCK__CAD_OTHER);
+        FUZZ_CHECK((d == RLOCK__CAD_DELETED || d == RLOCK__CAD_KEPT) ==
+                   (r->type == REDIS_REPLY_INTEGER &&
+                    (r->integer == 0 || r->integer == 1)));
+        FUZZ_CHECK(d != RLOCK__CAD_OTHER || r->type == REDIS_REPLY_ERROR);
+        FUZZ_CHECK(d == RLOCK__CAD_REFUSED || r->type == REDIS_REPLY_ERROR ||
+                   r->type == REDIS_REPLY_INTEGER);
+        FUZZ_CHECK(rlock__parse_cad(NULL) == RLOCK__CAD_OTHER);
+    }
     if (r->type != REDIS_REPLY_ARRAY) {
         FUZZ_CHECK(rlock__parse_renew(r, 1) != RLOCK_OK);
         return;

@@ -32,9 +32,10 @@ static void log_all(rt_server *s)
 }
 
 /* The requests logged since log_all, oldest first, as a string of
- * "<numkeys>/<arguments after the keys>" for each EVALSHA and "set" for
- * each SET ... NX PX, separated by spaces (say "set 1/1"), into out; the
- * log is reset unless keep. */
+ * "<numkeys>/<arguments after the keys>" for each EVALSHA, "set" for
+ * each SET ... NX PX, and "delex" or "delifeq" for those commands,
+ * separated by spaces (say "set 1/1"), into out; the log is reset unless
+ * keep. */
 static const char *evalshas_keep(rt_server *s, char *out, size_t len,
                                  int keep)
 {
@@ -54,6 +55,16 @@ static const char *evalshas_keep(rt_server *s, char *out, size_t len,
             strcasecmp(argv->element[3]->str, "NX") == 0 &&
             strcasecmp(argv->element[4]->str, "PX") == 0) {
             n += (size_t)snprintf(out + n, len - n, "%sset", n ? " " : "");
+            CHECK(n < len);
+            continue;
+        }
+        if (argv->type == REDIS_REPLY_ARRAY && argv->elements >= 3 &&
+            (strcasecmp(argv->element[0]->str, "DELEX") == 0 ||
+             strcasecmp(argv->element[0]->str, "DELIFEQ") == 0)) {
+            n += (size_t)snprintf(out + n, len - n, "%s%s", n ? " " : "",
+                                  strcasecmp(argv->element[0]->str, "DELEX")
+                                      ? "delifeq"
+                                      : "delex");
             CHECK(n < len);
             continue;
         }
@@ -478,6 +489,132 @@ TEST(a_fast_release_behind_a_waiter_hands_the_lock_over)
     rlock_client_close(a);
     rlock_client_close(b);
     rt_server_stop(s);
+}
+
+/* ---- the release by the server's own compare-and-delete ----------------- */
+
+/*
+ * On a server that has DELEX ... IFEQ (Redis 8.4, Valkey 9.2) or DELIFEQ
+ * (Valkey 9.0), a calm hold's last release is that command, no script:
+ * the value it compares is the whole calm value, token included (so a
+ * hold whose token was drawn is released so too). A hold with a waiter
+ * behind it is answered 0 and the full release hands the lock over; a
+ * hold gone is lost; someone's data of another type under the name is
+ * left alone, and the release script says what it is. cmd: the command the server is expected to
+ * take ("delex", "delifeq"), or "1/1" (the fast script) where it knows
+ * neither; refusals: how many "ERR unknown command" answers the client
+ * may cause in all (each form tried once, then none for 60 s).
+ */
+static void release_by_compare_and_delete(const char *binary, const char *cmd,
+                                          int refusals)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rlock_client *a, *b;
+    rlock_mutex *ma, *mb;
+    char want[128], errs[64], buf[64], sent[256], kept[256];
+    uint64_t token;
+    rt_locker l;
+    int i;
+
+    memset(&so, 0, sizeof so);
+    so.binary = binary;
+    s = rt_server_start(&so);
+    a = rt_client(rt_server_url(s), NULL);
+    b = rt_client(rt_server_url(s), NULL);
+    ma = rt_mutex(a, "cad", NULL);
+    mb = rt_mutex(b, "cad", NULL);
+
+    log_all(s);
+    for (i = 0; i < 3; i++) {
+        CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:cad}"), ==, 0);
+    }
+    snprintf(want, sizeof want, "set %s set %s set %s", cmd, cmd, cmd);
+    CHECK_SENT(s, want);
+
+    /* The token is in the value compared. */
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:cad}"), ==, 0);
+    snprintf(want, sizeof want, "set 2/1 %s", cmd);
+    CHECK_SENT(s, want);
+
+    /* A waiter behind the hold: the full release hands it over. */
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    rt_locker_start(&l, mb, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:cad}:queue") == 1, 10000);
+    CHECK(strcmp(rt_lock_field(s, "cad", RT_WAITERS, buf, sizeof buf), "1") ==
+          0);
+    log_all(s);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK(l.token > 0);
+    /* Then b's own release; and b's full attempts ("4/5", on a busy
+     * machine) may come before or after a's, left out here. */
+    snprintf(want, sizeof want, "%s 4/2 4/2", cmd);
+    evalshas(s, sent, sizeof sent);
+    {
+        char *in = sent, *tok;
+        size_t n = 0;
+        kept[0] = '\0';
+        while ((tok = strsep(&in, " ")) != NULL)
+            if (strcmp(tok, "4/5") != 0)
+                n += (size_t)snprintf(kept + n, sizeof kept - n, "%s%s",
+                                      n ? " " : "", tok);
+    }
+    if (strcmp(kept, want) != 0)
+        rt_fail(__FILE__, __LINE__, "requests sent (b's attempts left out): "
+                "\"%s\", want \"%s\"", kept, want);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "EXISTS {rlock:cad}") == 0, 10000);
+
+    /* Each form the server does not know was tried once. */
+    snprintf(errs, sizeof errs, "errorstat_ERR:count=%d\r", refusals);
+    CHECK(refusals ? rt_info_says(s, "errorstats", errs)
+                   : !rt_info_says(s, "errorstats", "errorstat_ERR:"));
+
+    /* Calm again; then a hold gone, and one replaced by a hash. */
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:cad}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:cad}"), ==, 1);
+    CHECK_INT(rt_cmd_int(s, "HSET {rlock:cad} someone data"), ==, 1);
+    /* The release script's WRONGTYPE, as without the native form. */
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_EREDIS);
+    CHECK_INT(rt_cmd_int(s, "HLEN {rlock:cad}"), ==, 1);
+    /* An error about the data is not a refusal: the native form stays. */
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:cad}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
+    log_all(s);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    CHECK_SENT(s, cmd);
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}
+
+TEST(a_calm_release_is_delifeq_on_the_newest_valkey)
+{
+    /* Valkey 9.0 and 9.1 have DELIFEQ, not DELEX (9.2): one refusal. */
+    release_by_compare_and_delete(rt_newest_valkey_binary(), "delifeq", 1);
+}
+
+TEST(a_calm_release_is_delex_on_the_newest_redis)
+{
+    release_by_compare_and_delete(rt_newest_redis_binary(), "delex", 0);
+}
+
+TEST(a_calm_release_is_the_fast_script_where_no_compare_and_delete_exists)
+{
+    release_by_compare_and_delete(NULL, "1/1", 2);
 }
 
 /* The server's clock in milliseconds. */

@@ -205,6 +205,34 @@ TEST(extend_without_the_replicas_says_so_and_keeps_the_hold)
     finish(c, m, r, s);
 }
 
+/* A re-entry (the count Redis keeps) sets the lease as well: without the
+ * replicas it says so, and the lease end the client counts stays the
+ * acquisition's, though the master's key now lasts longer. */
+TEST(a_reentry_without_the_replicas_says_so_and_keeps_the_lease_end)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = start_replica(s, NULL, NULL);
+    rlock_client *c = synced_client(s, 1, 200, 30000);
+    rlock_mutex *m = mutex_synced(c, "reenter", 5000, 0);
+    int64_t t_lock;
+    uint64_t token;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    t_lock = rt_now_ms();
+    rt_sleep_ms(1500);
+    rt_server_pause(r);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_EREPLICAS);
+    CHECK(has_text(c, "re-entry"));
+    rt_server_resume(r);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:reenter}"), >, 4000); /* master did */
+    /* Past the acquisition's lease (5 s), before the re-entry's (6.5 s):
+     * the client no longer believes it holds. */
+    rt_sleep_ms(t_lock + 5500 - rt_now_ms());
+    CHECK_RC(rlock_mutex_fence(m, &token), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ELOST);
+    finish(c, m, r, s);
+}
+
 TEST(a_token_drawn_without_the_replicas_says_so_and_is_kept)
 {
     rt_server *s = rt_server_start(NULL);

@@ -17,10 +17,11 @@ if [ $tests = 1 ]; then
     # interop tests share locks with (tests/interop/); bash-completion, to
     # run rlock's completion script in a test; abigail-tools, for the ABI
     # check (tools/abi.sh); man-db, to check the man pages; dpkg-dev and
-    # file, for CPack's Debian packages (tools/package.sh); curl and
-    # xz-utils, to fetch and unpack Valkey 8.1's source (tools/valkey81.sh).
+    # file, for CPack's Debian packages (tools/package.sh); curl, xz-utils,
+    # gpgv and debian-archive-keyring, to fetch, check and unpack newer
+    # servers' source (tools/valkey81.sh, tools/newserver.sh).
     pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
-           man-db dpkg-dev file curl xz-utils)
+           man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

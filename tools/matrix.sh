@@ -16,10 +16,9 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 jobs=$(nproc)
 what=${1:?usage: tools/matrix.sh hiredis|valkey}
-# The tests of what only Valkey 8.1 has run it in every build (built once,
-# tools/valkey81.sh).
-RLOCK_TEST_VALKEY81=$(tools/valkey81.sh)
-export RLOCK_TEST_VALKEY81
+# The tests of what only newer servers have run them in every build
+# (built once, tools/test-servers.sh).
+. tools/test-servers.sh
 
 
 case "$what" in

@@ -17,8 +17,9 @@
 #   E  the ABI check (tools/abi.sh): the exported ABI against the committed
 #      baseline abi/librlock.abi (docs/releasing.md).
 # Every server is redis-server (Debian 12's Redis 7.0), but for the tests of
-# what only Valkey 8.1 has, which run Valkey 8.1 built from Debian 13's
-# source by tools/valkey81.sh (RLOCK_TEST_VALKEY81).
+# what only newer servers have, which run Valkey 8.1 built from Debian 13's
+# source, and the newest Valkey and Redis from Debian's sid and
+# experimental sources (tools/test-servers.sh).
 # --busy (or RLOCK_TEST_BUSY=1): the whole run beside two CPU-bound
 # processes (`yes > /dev/null` twice), as on a machine loaded by other
 # work; the suite must pass that way too.
@@ -31,10 +32,8 @@ cd "$(dirname "$0")/.."
 busy=${RLOCK_TEST_BUSY:-0}
 [ "${1:-}" = --busy ] && busy=1
 tools/deps.sh --tests
-# Valkey 8.1 (SET IFEQ) for the tests of the native renewal: built once
-# from Debian 13's source into build/valkey-8.1 (tools/valkey81.sh).
-RLOCK_TEST_VALKEY81=$(tools/valkey81.sh)
-export RLOCK_TEST_VALKEY81
+# Newer servers for the tests of the native renewal and release.
+. tools/test-servers.sh
 
 load_pids=()
 if [ "$busy" = 1 ]; then

@@ -292,11 +292,13 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
              * shorter than one an extension set: the end is the sooner
              * of the two. Try again soon; the lease end decides when to
              * give up. */
-            int64_t retry = period_ns(h) / 10,
-                    end = out->first_sent + lease * RLOCK__NS_PER_MS -
-                          c->backend->margin_ns(c, lease);
-            if (out->first_sent && end < h->valid_until)
-                h->valid_until = end;
+            int64_t retry = period_ns(h) / 10;
+            if (out->first_sent)
+                rlock__hold_may_end(h,
+                                    out->first_sent +
+                                        lease * RLOCK__NS_PER_MS -
+                                        c->backend->margin_ns(c, lease),
+                                    rlock__now_ns());
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
             h->renew_at = rlock__now_ns() + retry;

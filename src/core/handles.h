@@ -68,6 +68,11 @@ struct rlock_client {
     /* Until then the watchdog renews with scripts only: a server could
      * not take the native compare-and-set renewal (mu). */
     int64_t cas_paused_until;
+    /* The compare-and-delete release to try first (an index into the
+     * layout's release_cad), and until when to send none: the server
+     * knew none of them (atomic). */
+    int cad_form;
+    int64_t cad_paused_until;
     uint64_t next_nonce; /* acquisitions' nonces (atomic) */
 
     struct rlock__bg *bg; /* background work (bg/) */

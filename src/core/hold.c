@@ -184,3 +184,12 @@ void rlock__hold_owe(rlock__hold *h, int64_t lease_ms)
 {
     h->owed_ms = rlock__hold_countable(h, lease_ms);
 }
+
+void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns)
+{
+    if (end_ns < h->valid_until) {
+        h->valid_until = end_ns;
+        if (h->renew_at > now_ns)
+            h->renew_at = now_ns;
+    }
+}

@@ -85,6 +85,11 @@ rlock__hold *rlock__hold_new(rlock__holds *t, rlock_mutex *m, rlock__as owner);
 int64_t rlock__hold_countable(const rlock__hold *h, int64_t lease_ms);
 /* A request of h that sets a lease of lease_ms got no answer. */
 void rlock__hold_owe(rlock__hold *h, int64_t lease_ms);
+/* A request of h that sets a lease, and that the client does not count,
+ * may have run: the lease may end at end_ns (the request's sending plus
+ * its lease, less the drift margin), if that is sooner than counted. A
+ * renewal is then due at once (the caller wakes the background). */
+void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns);
 
 /* Removes h from the table and frees it. */
 void rlock__hold_remove(rlock__holds *t, rlock__hold *h);

@@ -209,6 +209,27 @@ int rlock__cas_renewed(redisReply *const *rs, size_t i)
            memcmp(e->str, "OK", 2) == 0;
 }
 
+/* Whether error e says that the server does not take the command as
+ * sent, whatever the data: it does not know it (or this option of it), or
+ * the user may not run it. Errors about the data (WRONGTYPE; Redis 8.4's
+ * "ERR Key should be of string type" for DELEX on another type) and the
+ * passing ones (LOADING, MOVED, BUSY, OOM...) do not. */
+static int refusal(const redisReply *e)
+{
+    static const char *const says[] = {
+        "ERR unknown command", "ERR unknown subcommand",
+        "ERR wrong number of arguments", "ERR syntax error", "NOPERM",
+    };
+    size_t i;
+
+    if (!e->str)
+        return 1;
+    for (i = 0; i < sizeof says / sizeof says[0]; i++)
+        if (strncmp(e->str, says[i], strlen(says[i])) == 0)
+            return 1;
+    return 0;
+}
+
 int rlock__cas_refused(redisReply *const *rs, size_t nr)
 {
     size_t i;
@@ -217,12 +238,21 @@ int rlock__cas_refused(redisReply *const *rs, size_t nr)
         const redisReply *e = rs[i];
         if (e->type == REDIS_REPLY_NIL || rlock__cas_renewed(rs, i))
             continue;
-        if (e->type != REDIS_REPLY_ERROR || !e->str ||
-            strncmp(e->str, "ERR", 3) == 0 ||
-            strncmp(e->str, "NOPERM", 6) == 0)
+        if (e->type != REDIS_REPLY_ERROR || refusal(e))
             return 1;
     }
     return 0;
+}
+
+int rlock__parse_cad(const redisReply *e)
+{
+    if (!e)
+        return RLOCK__CAD_OTHER;
+    if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1))
+        return e->integer ? RLOCK__CAD_DELETED : RLOCK__CAD_KEPT;
+    if (e->type != REDIS_REPLY_ERROR || refusal(e))
+        return RLOCK__CAD_REFUSED;
+    return RLOCK__CAD_OTHER;
 }
 
 /* A number the status and force scripts return either as an integer or as

@@ -79,11 +79,25 @@ int rlock__renewed(const redisReply *r, size_t i);
  * (i < n) was renewed. */
 int rlock__parse_renew_cas(redisReply *const *rs, size_t nr, size_t n);
 int rlock__cas_renewed(redisReply *const *rs, size_t i);
-/* Whether such answers say that the server cannot renew so: a generic
- * ERR (a server without IFEQ says "ERR syntax error"), NOPERM, or an
- * answer that is no reply to SET at all. Errors that pass (MOVED, ASK,
- * LOADING, BUSY, OOM, READONLY, TRYAGAIN...) do not. */
+/* Whether such answers say that the server cannot renew so: an ERR that
+ * the command is unknown, or malformed to it (a server without IFEQ says
+ * "ERR syntax error"), NOPERM, or an answer that is no reply to SET at
+ * all. Errors about the data, and those that pass (MOVED, ASK, LOADING,
+ * BUSY, OOM, READONLY, TRYAGAIN...), do not. */
 int rlock__cas_refused(redisReply *const *rs, size_t nr);
+
+/* The answer to a compare-and-delete release (NULL: none):
+ * RLOCK__CAD_DELETED (1), RLOCK__CAD_KEPT (0: not that value, or no
+ * key), RLOCK__CAD_REFUSED (the server cannot delete so, as for
+ * rlock__cas_refused: the command unknown or malformed to it, NOPERM, or
+ * an answer no such command gives), RLOCK__CAD_OTHER (another error:
+ * about the data, such as WRONGTYPE, or one that passes: the full
+ * release decides). */
+#define RLOCK__CAD_DELETED 1
+#define RLOCK__CAD_KEPT 0
+#define RLOCK__CAD_REFUSED (-1)
+#define RLOCK__CAD_OTHER (-2)
+int rlock__parse_cad(const redisReply *e);
 
 /* The status script's snapshot into *st (untouched on RLOCK_EPROTO),
  * the holder's host and pid among it when its owner string or the

@@ -96,27 +96,29 @@ static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
     }
 }
 
-/* A re-entry whose count Redis keeps did not record a lease (mu not
- * held): it may have set one, sent at t0, that ends sooner than the one
- * counted; and a node that never answered may still run it later. t NULL:
- * nothing was sent. */
-static void reentry_done(rlock_mutex *m, rlock__as owner, const tally *t,
+/* A re-entry whose count Redis keeps (of the hold of that serial) did not
+ * record a lease (mu not held): it may have set one, sent at t0, that
+ * ends sooner than the one counted; and a node that never answered may
+ * still run it later. t NULL: nothing was sent. */
+static void reentry_done(rlock_mutex *m, uint64_t serial, const tally *t,
                          int64_t t0)
 {
     rlock_client *c = m->c;
     rlock__hold *h;
-    int64_t end = t0 + m->lease_ms * RLOCK__NS_PER_MS -
-                  c->backend->margin_ns(c, m->lease_ms);
+    int64_t now = rlock__now_ns();
 
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(&c->holds, m, owner.no);
+    h = rlock__hold_by_serial(&c->holds, serial);
     if (h && t) {
-        if (end < h->valid_until)
-            h->valid_until = end;
+        rlock__hold_may_end(h,
+                            t0 + m->lease_ms * RLOCK__NS_PER_MS -
+                                c->backend->margin_ns(c, m->lease_ms),
+                            now);
         if (t->unknown)
             rlock__hold_owe(h, m->lease_ms);
+        rlock__bg_kick(c);
     }
-    rlock__hold_settled(c, h);
+    rlock__hold_settled(c, serial);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -187,6 +189,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__hold *h;
     tally t;
     int64_t t0, valid_until;
+    uint64_t serial = 0;
     int rc, fresh;
 
     memset(&a, 0, sizeof a);
@@ -211,6 +214,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         a.token = h->token;
         a.id = lay->hold_id(h);
         h->extending = 1;
+        serial = h->serial;
     }
     pthread_mutex_unlock(&c->mu);
     /* Without a queue a wait is a plain attempt; over copies there is
@@ -237,11 +241,15 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
     a.fenced = !lay->fence || __atomic_load_n(&m->fenced, __ATOMIC_RELAXED);
     for (;;) {
         lay->acquire(m, &a, &req);
+        /* A re-entry sets the lease: with m's replicas, their WAIT goes
+         * in the same round trip. */
+        if (!fresh)
+            req.replicas = m->replicas;
         t0 = rlock__now_ns();
         if ((rc = rlock__send(call, m, &req, 0, &res)) != RLOCK_OK) {
             rlock__req_free(&req);
             if (!fresh)
-                reentry_done(m, owner, NULL, 0);
+                reentry_done(m, serial, NULL, 0);
             return rc;
         }
         tally_answers(m, &a, req.script->name, &res, &t);
@@ -261,10 +269,9 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
          * makes Redis agree with it again. */
         if (t.gone) {
             pthread_mutex_lock(&c->mu);
-            if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL) {
-                rlock__hold_settled(c, h);
+            if ((h = rlock__hold_by_serial(&c->holds, serial)) != NULL)
                 rlock__hold_remove(&c->holds, h);
-            }
+            rlock__hold_settled(c, serial);
             pthread_mutex_unlock(&c->mu);
             rc = rlock__fail(call, RLOCK_ELOST,
                              "re-entry found the hold gone (expired or "
@@ -277,16 +284,35 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
                 *hint_ms = 0;
             rc = rlock__fail(call, RLOCK_EBUSY,
                              "reply arrived after the lease had ended");
-            reentry_done(m, owner, &t, t0);
+            reentry_done(m, serial, &t, t0);
+        } else if (t.held && res.r[0].acks < m->replicas) {
+            /* Done on the master, but a failover now could undo it: the
+             * lease end as counted stays where it was (or sooner). */
+            rc = rlock__fail(call, RLOCK_EREPLICAS,
+                             "re-entry: %lld of %d replicas acknowledged "
+                             "within %d ms; the hold is kept, not re-entered",
+                             res.r[0].acks < 0 ? 0 : res.r[0].acks,
+                             m->replicas, c->opts.sync_timeout_ms);
+            reentry_done(m, serial, &t, t0);
         } else if (t.held) {
             pthread_mutex_lock(&c->mu);
-            rc = rlock__hold_record(call, m, owner, t.token, a.id, t.count,
-                                    t0, m->lease_ms);
-            rlock__hold_settled(c, rlock__hold_find(&c->holds, m, owner.no));
+            h = rlock__hold_by_serial(&c->holds, serial);
+            if (h && h->lost) {
+                /* Told lost already (its lease, as counted, ran out
+                 * while this waited): it stays lost. */
+                rlock__hold_remove(&c->holds, h);
+                rc = rlock__fail(call, RLOCK_ELOST,
+                                 "the hold was reported lost before the "
+                                 "re-entry was confirmed");
+            } else {
+                rc = rlock__hold_record(call, m, owner, t.token, a.id,
+                                        t.count, t0, m->lease_ms);
+            }
+            rlock__hold_settled(c, serial);
             pthread_mutex_unlock(&c->mu);
         } else {
             rc = not_held(call, m, &t, &res, hint_ms);
-            reentry_done(m, owner, &t, t0);
+            reentry_done(m, serial, &t, t0);
         }
         rlock__results_free(&res);
         rlock__req_free(&req);

@@ -92,12 +92,14 @@ rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner)
     return h;
 }
 
-void rlock__hold_settled(rlock_client *c, rlock__hold *h)
+void rlock__hold_settled(rlock_client *c, uint64_t serial)
 {
-    if (h) {
+    rlock__hold *h = rlock__hold_by_serial(&c->holds, serial);
+
+    if (h)
         h->extending = 0;
-        pthread_cond_broadcast(&c->state_cv);
-    }
+    /* Waiters also wait for a hold to go. */
+    pthread_cond_broadcast(&c->state_cv);
 }
 
 void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,

@@ -30,8 +30,9 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
  * the last one set, unless a request never answered runs later
  * (rlock__hold_owe). The caller marks its own with h->extending. */
 rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner);
-/* Ends an owner's request that set h->extending (mu held). */
-void rlock__hold_settled(rlock_client *c, rlock__hold *h);
+/* Ends an owner's request that set h->extending, h the hold of that
+ * serial, if it is still there (mu held). */
+void rlock__hold_settled(rlock_client *c, uint64_t serial);
 
 /* With the mutex's replicas: makes sure owner's new hold reached enough
  * of them, or releases it and returns RLOCK_EREPLICAS (or the error that

@@ -33,13 +33,14 @@ static const char *whose(rlock__as owner)
 
 /* Looks up owner's hold for unlock/extend. On RLOCK_OK what the layout
  * knows the hold by, its token and its count are in *id, *token (if not
- * NULL) and *count and mu is released. An extend waits for a renewal or
- * another extension in flight, and keeps renewals off the hold until it
- * is done, so that the last lease Redis set is the one the client
- * records (rlock__hold_quiet). */
+ * NULL) and *count and mu is released. An extend (extending not NULL)
+ * waits for a renewal or another extension in flight, and keeps renewals
+ * off the hold until it is done (*extending: the hold's serial, for
+ * rlock__hold_settled), so that the last lease Redis set is the one the
+ * client records (rlock__hold_quiet). */
 static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
                     uint64_t *id, uint64_t *token, int64_t *count,
-                    int *unknown, int extending)
+                    int *unknown, uint64_t *extending)
 {
     rlock_client *c = m->c;
     rlock__hold *h;
@@ -76,12 +77,49 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     *count = h->count;
     if (unknown)
         *unknown = h->release_unknown;
-    if (extending)
+    if (extending) {
         h->extending = 1;
-    else if (h->count == 1)
+        *extending = h->serial;
+    } else if (h->count == 1)
         h->releasing = 1;
     pthread_mutex_unlock(&c->mu);
     return RLOCK_OK;
+}
+
+/* After a server said it knows none of the layout's compare-and-delete
+ * commands, the release scripts alone for this long; then they are tried
+ * again (an upgrade, a failover to a newer server). */
+#define CAD_PAUSE_NS (60 * 1000 * RLOCK__NS_PER_MS)
+
+/* The compare-and-delete command to try first for a calm last level, or
+ * NULL (the layout has none, or the servers knew none lately). */
+static const rlock__script *cad_form(rlock_client *c, const rlock__layout *lay)
+{
+    if (!lay->release_cad ||
+        rlock__now_ns() < __atomic_load_n(&c->cad_paused_until,
+                                          __ATOMIC_RELAXED))
+        return NULL;
+    return lay->release_cad[__atomic_load_n(&c->cad_form, __ATOMIC_RELAXED)];
+}
+
+/* A server refused form f: the next form (returned), or, after the last,
+ * none for CAD_PAUSE_NS (NULL: the release script follows). */
+static const rlock__script *cad_refused(rlock_client *c,
+                                        const rlock__layout *lay,
+                                        const rlock__script *f)
+{
+    int i = 0;
+
+    while (lay->release_cad[i] && lay->release_cad[i] != f)
+        i++;
+    if (lay->release_cad[i] && lay->release_cad[i + 1]) {
+        __atomic_store_n(&c->cad_form, i + 1, __ATOMIC_RELAXED);
+        return lay->release_cad[i + 1];
+    }
+    __atomic_store_n(&c->cad_form, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->cad_paused_until, rlock__now_ns() + CAD_PAUSE_NS,
+                     __ATOMIC_RELAXED);
+    return NULL;
 }
 
 int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
@@ -91,12 +129,13 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     rlock__results res;
     rlock__req req;
     rlock__hold *h;
-    uint64_t id = 0;
+    uint64_t id = 0, token = 0;
     int64_t count = 0, remaining = 0;
     int released = 0, gone = 0, unsure = 0, i, rc, unknown = 0, fast;
+    const rlock__script *cad;
     char unnotified[200] = "";
 
-    if ((rc = own_hold(call, m, owner, &id, NULL, &count, &unknown, 0)) !=
+    if ((rc = own_hold(call, m, owner, &id, &token, &count, &unknown, NULL)) !=
         RLOCK_OK)
         return rc;
     if (count > 1 && m->counts_here) {
@@ -106,23 +145,41 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
         pthread_mutex_unlock(&c->mu);
         return RLOCK_OK;
     }
-    /* The last level of a calm name goes in the fast form; if waiters
-     * may be queued behind it, that did nothing, and the full form, which
-     * hands the lock over, follows in the same call. */
+    /* The last level of a calm name goes in the fast form: a server's own
+     * compare-and-delete where it has one, else the fast script. If
+     * waiters may be queued behind it, that did nothing, and the full
+     * form, which hands the lock over, follows in the same call. */
     fast = count == 1 && (m->layout->flags & RLOCK__LAY_FAST) &&
            (c->backend->flags & RLOCK__BK_ONE_COPY) &&
            __atomic_load_n(&m->calm, __ATOMIC_RELAXED);
+    cad = fast ? cad_form(c, m->layout) : NULL;
     for (;;) {
-        int again = 0;
+        int again = 0, refused = 0;
+        size_t len = m->layout->owner(c, owner.no, who);
 
-        m->layout->release(m, who, m->layout->owner(c, owner.no, who), id,
-                           count, fast, &req);
+        if (cad)
+            m->layout->release_cad_add(cad, m, who, len, id, token, &req);
+        else
+            m->layout->release(m, who, len, id, count, fast, &req);
         rc = rlock__send(call, m, &req, 0, &res);
         for (i = 0; rc == RLOCK_OK && i < res.n; i++) {
             rlock__result *r = &res.r[i];
             rlock__released out;
             if (r->rc != RLOCK_OK) {
                 unsure += rlock__result_unknown(r);
+                continue;
+            }
+            if (cad) {
+                int d = rlock__parse_cad(r->nreplies == 1 ? r->replies[0]
+                                                          : NULL);
+                if (d == RLOCK__CAD_DELETED) {
+                    released++;
+                    remaining = 0;
+                } else {
+                    /* Not that value (or gone), another error: the full
+                     * form decides; or not a command this server has. */
+                    *(d == RLOCK__CAD_REFUSED ? &refused : &again) += 1;
+                }
                 continue;
             }
             if (m->layout->decode_release(r->reply, &out) != RLOCK_OK ||
@@ -146,12 +203,18 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
             if (out.unnotified[0] && !unnotified[0])
                 snprintf(unnotified, sizeof unnotified, "%s", out.unnotified);
         }
-        if (rc != RLOCK_OK || !again)
+        if (rc != RLOCK_OK || (!again && !refused))
             break;
-        __atomic_store_n(&m->calm, 0, __ATOMIC_RELAXED);
         rlock__results_free(&res);
         rlock__req_free(&req);
+        if (refused) {
+            /* The next command this server may know, or the fast script. */
+            cad = cad_refused(c, m->layout, cad);
+            continue;
+        }
+        __atomic_store_n(&m->calm, 0, __ATOMIC_RELAXED);
         fast = 0;
+        cad = NULL;
     }
     if (rc == RLOCK_OK && gone > c->nnodes - c->quorum) {
         /* Redis no longer has this hold. If an earlier try of this last
@@ -211,10 +274,11 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     rlock__hold *h;
     uint64_t id = 0, token = 0;
     int64_t count, t0, margin, valid_until, counted = lease_ms;
+    uint64_t serial = 0;
     int extended = 0, gone = 0, unanswered = 0, i, rc;
     long long acks = 0;
 
-    if ((rc = own_hold(call, m, owner, &id, &token, &count, NULL, 1)) !=
+    if ((rc = own_hold(call, m, owner, &id, &token, &count, NULL, &serial)) !=
         RLOCK_OK)
         return rc;
     m->layout->extend(m, who, m->layout->owner(c, owner.no, who), id, token,
@@ -256,8 +320,8 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     }
 
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(&c->holds, m, owner.no);
-    rlock__hold_settled(c, h);
+    h = rlock__hold_by_serial(&c->holds, serial);
+    rlock__hold_settled(c, serial);
     if (h && rc == RLOCK_OK && extended >= c->quorum) {
         /* Counted no longer than an unanswered request may set. */
         counted = rlock__hold_countable(h, lease_ms);
@@ -269,8 +333,10 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     if (rc != RLOCK_OK) {
         /* The lease may or may not have been changed: believe whichever
          * ends first. */
-        if (h && valid_until < h->valid_until)
-            h->valid_until = valid_until;
+        if (h) {
+            rlock__hold_may_end(h, valid_until, rlock__now_ns());
+            rlock__bg_kick(c);
+        }
     } else if (extended < c->quorum) {
         if (h)
             rlock__hold_remove(&c->holds, h);

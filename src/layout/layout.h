@@ -121,6 +121,18 @@ typedef struct rlock__layout {
     void (*renew_cas_add)(rlock__req *r, const char *key, size_t key_len,
                           const char *owner, size_t len, uint64_t id,
                           int64_t count, uint64_t token, int64_t lease_ms);
+    /* The last level's release as a server-native compare-and-delete,
+     * where the server has one (NULL: the layout has no value a client
+     * can know whole). release_cad lists the commands to try, in order,
+     * NULL-ended (a server may know one, both or none); release_cad_add
+     * builds form f's request for the hold as the client knows it (count
+     * 1, token 0 if not drawn). The answer is 1 (deleted: released, and
+     * nobody was queued), 0 (the value is not that one: the full release
+     * must decide) or an error. */
+    const rlock__script *const *release_cad;
+    void (*release_cad_add)(const rlock__script *f, const rlock_mutex *m,
+                            const char *owner, size_t len, uint64_t id,
+                            uint64_t token, rlock__req *r);
     /* Every script the layout's requests name (NULL-terminated), for the
      * servers to load before the first request. */
     const rlock__script *const *scripts;

@@ -253,18 +253,27 @@ static void message(rlock_client *c, const rlock__pubsub *p)
  * the renewal script. */
 static const rlock__script renew_cas = {"renewal", NULL, 0, NULL, "SET", 7};
 
-static void renew_cas_add(rlock__req *r, const char *key, size_t key_len,
-                          const char *o, size_t len, uint64_t nonce,
-                          int64_t count, uint64_t token, int64_t lease_ms)
+/* The whole value of a calm hold: "<owner> <nonce> <count> 0 <token>". */
+#define CALM_MAX (RLOCK__OWNER_MAX + 3 * RLOCK__DEC_MAX + 8)
+static size_t calm_value(const char *o, size_t len, uint64_t nonce,
+                         int64_t count, uint64_t token, char v[CALM_MAX])
 {
-    char v[RLOCK__OWNER_MAX + 3 * RLOCK__DEC_MAX + 8];
     size_t n = start(o, len, nonce, v);
-    const char *p;
 
     n += rlock__dec_i64(v + n, count);
     memcpy(v + n, " 0 ", 3);
     n += 3;
-    n += rlock__dec_u64(v + n, token);
+    return n + rlock__dec_u64(v + n, token);
+}
+
+static void renew_cas_add(rlock__req *r, const char *key, size_t key_len,
+                          const char *o, size_t len, uint64_t nonce,
+                          int64_t count, uint64_t token, int64_t lease_ms)
+{
+    char v[CALM_MAX];
+    size_t n = calm_value(o, len, nonce, count, token, v);
+    const char *p;
+
     rlock__req_command(r, key, key_len);
     rlock__req_argcopy(r, v, n);
     p = r->argv[r->argc - 1]; /* the copy, for IFEQ as well */
@@ -272,6 +281,33 @@ static void renew_cas_add(rlock__req *r, const char *key, size_t key_len,
     rlock__req_arg(r, p, n);
     rlock__req_arg(r, "PX", 2);
     rlock__req_argi(r, lease_ms);
+}
+
+/* The release of a calm hold's last level without a script: delete the
+ * key if its value is exactly the calm hold's ("1 0": count 1, nobody
+ * queued, so nobody to hand over to). Redis 8.4 and Valkey 9.2 have
+ * DELEX key IFEQ value; Valkey 9.0 has DELIFEQ key value. Any other value
+ * (waiters queued, another count or holder, a token the client does not
+ * know) is left as it is, answered 0, and the full release decides. */
+static const rlock__script release_delex = {"release", NULL, 0,
+                                            NULL,      "DELEX", 4};
+static const rlock__script release_delifeq = {"release", NULL, 0,
+                                              NULL,      "DELIFEQ", 3};
+static const rlock__script *const release_cad[] = {&release_delex,
+                                                   &release_delifeq, NULL};
+
+static void release_cad_add(const rlock__script *f, const rlock_mutex *m,
+                            const char *o, size_t len, uint64_t nonce,
+                            uint64_t token, rlock__req *r)
+{
+    char v[CALM_MAX];
+    size_t n = calm_value(o, len, nonce, 1, token, v);
+
+    rlock__req_init(r, f);
+    rlock__req_command(r, m->keys[0], m->key_lens[0]);
+    if (f == &release_delex)
+        rlock__req_arg(r, "IFEQ", 4);
+    rlock__req_argcopy(r, v, n);
 }
 
 static const rlock__script *const scripts[] = {
@@ -309,6 +345,8 @@ const rlock__layout rlock__layout_native = {
     &rlock__lua_native_renew,
     &renew_cas,
     renew_cas_add,
+    release_cad,
+    release_cad_add,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

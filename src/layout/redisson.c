@@ -221,6 +221,8 @@ const rlock__layout rlock__layout_redisson = {
     &rlock__lua_redisson_renew,
     NULL, /* renew_cas: no value to compare whole */
     NULL,
+    NULL, /* release_cad: the same */
+    NULL,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

@@ -169,6 +169,8 @@ const rlock__layout rlock__layout_token = {
     &rlock__lua_token_renew,
     NULL, /* renew_cas: no value to compare whole */
     NULL,
+    NULL, /* release_cad: the same */
+    NULL,
     scripts,
     rlock__parse_acquire,
     rlock__parse_release,

@@ -143,6 +143,28 @@ const char *rt_valkey81_binary(void)
     return bin;
 }
 
+static const char *built_binary(const char *var, const char *what)
+{
+    const char *bin = getenv(var);
+
+    if (!bin || !*bin)
+        rt_fail(__FILE__, __LINE__,
+                "%s is not set: build it with tools/newserver.sh %s and set "
+                "it to the path it prints (tools/test.sh does both)",
+                var, what);
+    return bin;
+}
+
+const char *rt_newest_valkey_binary(void)
+{
+    return built_binary("RLOCK_TEST_VALKEY_NEWEST", "valkey");
+}
+
+const char *rt_newest_redis_binary(void)
+{
+    return built_binary("RLOCK_TEST_REDIS_NEWEST", "redis");
+}
+
 /* The binary s runs. */
 static const char *binary_of(const rt_server *s)
 {

@@ -61,6 +61,12 @@ const char *rt_server_binary(void);
  * $RLOCK_TEST_VALKEY81, which tools/test.sh sets after building it with
  * tools/valkey81.sh; fails the test if it is not set. */
 const char *rt_valkey81_binary(void);
+/* The newest Valkey and Redis Debian has (sid's, experimental's), for
+ * what only they have (DELIFEQ, DELEX): $RLOCK_TEST_VALKEY_NEWEST and
+ * $RLOCK_TEST_REDIS_NEWEST, which tools/test.sh sets after building them
+ * with tools/newserver.sh; fail the test if not set. */
+const char *rt_newest_valkey_binary(void);
+const char *rt_newest_redis_binary(void);
 
 redisReply *rt_cmd(rt_server *s, const char *fmt, ...);
 /* Integer reply of a command, failing the test on any other reply. */
