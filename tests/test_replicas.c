@@ -205,9 +205,10 @@ TEST(extend_without_the_replicas_says_so_and_keeps_the_hold)
     finish(c, m, r, s);
 }
 
-/* A re-entry (the count Redis keeps) sets the lease as well: without the
- * replicas it says so, and the lease end the client counts stays the
- * acquisition's, though the master's key now lasts longer. */
+/* A re-entry (the count Redis keeps) sets the lease as well, and waits
+ * for the replicas in its round trip: without them it says so, and the
+ * lease end the client counts stays the last one confirmed, though the
+ * master's key now lasts longer. */
 TEST(a_reentry_without_the_replicas_says_so_and_keeps_the_lease_end)
 {
     rt_server *s = rt_server_start(NULL);
@@ -216,16 +217,24 @@ TEST(a_reentry_without_the_replicas_says_so_and_keeps_the_lease_end)
     rlock_mutex *m = mutex_synced(c, "reenter", 5000, 0);
     int64_t t_lock;
     uint64_t token;
+    long long pttl;
 
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    /* With the replica there, a re-entry waits for it and is done. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     t_lock = rt_now_ms();
+    CHECK_RC(rlock_mutex_extend(m, 5000), RLOCK_OK);
     rt_sleep_ms(1500);
     rt_server_pause(r);
     CHECK_RC(rlock_mutex_lock(m), RLOCK_EREPLICAS);
     CHECK(has_text(c, "re-entry"));
     rt_server_resume(r);
-    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:reenter}"), >, 4000); /* master did */
-    /* Past the acquisition's lease (5 s), before the re-entry's (6.5 s):
+    /* The master did set the re-entry's lease: the key outlives the one
+     * counted by more than a second. */
+    pttl = rt_cmd_int(s, "PTTL {rlock:reenter}");
+    CHECK_INT(pttl, >, t_lock + 5000 - rt_now_ms() + 1000);
+    /* Past the extension's lease (5 s), before the re-entry's (6.5 s):
      * the client no longer believes it holds. */
     rt_sleep_ms(t_lock + 5500 - rt_now_ms());
     CHECK_RC(rlock_mutex_fence(m, &token), RLOCK_ELOST);

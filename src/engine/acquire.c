@@ -295,21 +295,31 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
                              m->replicas, c->opts.sync_timeout_ms);
             reentry_done(m, serial, &t, t0);
         } else if (t.held) {
+            int lost = 0;
             pthread_mutex_lock(&c->mu);
             h = rlock__hold_by_serial(&c->holds, serial);
             if (h && h->lost) {
                 /* Told lost already (its lease, as counted, ran out
                  * while this waited): it stays lost. */
                 rlock__hold_remove(&c->holds, h);
-                rc = rlock__fail(call, RLOCK_ELOST,
-                                 "the hold was reported lost before the "
-                                 "re-entry was confirmed");
+                lost = 1;
             } else {
                 rc = rlock__hold_record(call, m, owner, t.token, a.id,
                                         t.count, t0, m->lease_ms);
             }
             rlock__hold_settled(c, serial);
             pthread_mutex_unlock(&c->mu);
+            if (lost) {
+                /* Redis has just renewed what its owner gave up: give it
+                 * back, so that it does not stand in the way for a
+                 * lease. */
+                rlock__call undo;
+                rlock__call_init(&undo, call->deadline_ns);
+                rlock__undo(&undo, m, owner, a.id, 1);
+                rc = rlock__fail(call, RLOCK_ELOST,
+                                 "the hold was reported lost before the "
+                                 "re-entry was confirmed");
+            }
         } else {
             rc = not_held(call, m, &t, &res, hint_ms);
             reentry_done(m, serial, &t, t0);
