@@ -294,8 +294,14 @@ TEST(a_release_whose_notification_is_refused_says_so_and_holds_nothing)
     /* Released, and handed to the waiter: the holder claims nothing. */
     CHECK_INT(rlock_mutex_token(hm), ==, 0);
     CHECK_RC(rlock_mutex_unlock(hm), RLOCK_ENOTOWNER);
-    CHECK_RC(rlock_mutex_status(hm, &st), RLOCK_OK);
-    CHECK(st.held && strstr(st.holder, "@") != NULL);
+    /* Held by the waiter it was handed to, unless the waiter has taken
+     * it already by its own timer (and then lets it go at once): on a slow
+     * machine (ThreadSanitizer's) that can come before this status. */
+    {
+        int taken = atomic_load(&w.done);
+        CHECK_RC(rlock_mutex_status(hm, &st), RLOCK_OK);
+        CHECK(taken || (st.held && strstr(st.holder, "@") != NULL));
+    }
     /* The waiter takes it by its own timer. */
     CHECK_RC(rt_locker_join(&w), RLOCK_OK);
     CHECK_INT(rt_now_ms() - t0, <, 1500 + 2000);
