@@ -540,70 +540,39 @@ static rlock_client *impatient_client(rt_proxy *p, int64_t watchdog_lease_ms,
 /*
  * A request whose answer never came may still reach Redis, after a request
  * sent later on another connection: the lease it sets is then the last one
- * set. A holds with 5 s and its token; an extension to 2 s is held in the
- * proxy for 4 s and A's call gives up on it; A extends to 20 s on a fresh
- * connection, confirmed at once; then the 2 s extension runs, and the key
- * goes 2 s later. B then holds the lock: A must not believe it holds it
- * still (its token must not be handed out as valid).
+ * set. A holds name with 5 s and its token; late, a request that sets a
+ * 2 s lease (through ma, or ma2, a handle of the same name with a 2 s
+ * lease), is held in the proxy for 4 s and A's call gives up on it; A
+ * extends to 20 s on a fresh connection, confirmed at once; then the 2 s
+ * request runs, and the key goes 2 s later. B then holds the lock: A must
+ * not believe it holds it still (its token must not be handed out as
+ * valid).
  */
-TEST(an_unanswered_shorter_extend_that_runs_last_is_counted_with)
+static void unanswered_shorter_runs_last(const char *name,
+                                         int (*late)(rlock_mutex *ma,
+                                                     rlock_mutex *ma2))
 {
     rt_server *s = rt_server_start(NULL);
     rt_proxy *p = rt_proxy_start(rt_server_port(s));
     rlock_client *a = impatient_client(p, 0, 1000);
     rlock_client *b = rt_client(rt_server_url(s), NULL);
-    rlock_mutex *ma = fixed_lease(a, "late_short", 5000);
-    rlock_mutex *mb = rt_mutex(b, "late_short", NULL);
+    rlock_mutex *ma = fixed_lease(a, name, 5000);
+    rlock_mutex *ma2 = fixed_lease(a, name, 2000);
+    rlock_mutex *mb = rt_mutex(b, name, NULL);
     uint64_t token;
 
     CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
     CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
     rt_proxy_set_delay(p, 4000, 0);
-    CHECK_RC(rlock_mutex_extend(ma, 2000), RLOCK_ENOREPLY);
+    CHECK_RC(late(ma, ma2), RLOCK_ENOREPLY);
     CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
     rt_proxy_set_delay(p, 0, 0);
     CHECK_RC(rlock_mutex_extend(ma, 20000), RLOCK_OK);
     /* The order this test is about: the 20 s extension ran first. */
     CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
-    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:late_short}"), >, 10000);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:%s}", name), >, 10000);
     RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) == 0, 10000);
-    RT_WAIT_UNTIL(rt_cmd_int(s, "PTTL {rlock:late_short}") <= 2000, 5000);
-    CHECK_RC(rlock_mutex_timedlock(mb, 10000), RLOCK_OK);
-    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_ELOST);
-    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
-    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
-    rlock_mutex_free(ma);
-    rlock_mutex_free(mb);
-    rlock_client_close(a);
-    rlock_client_close(b);
-    rt_proxy_stop(p);
-    rt_server_stop(s);
-}
-
-/* The same with a re-entry, whose count Redis keeps (one server): through
- * a handle with a 2 s lease, it sets that lease. */
-TEST(an_unanswered_reentry_that_runs_last_is_counted_with)
-{
-    rt_server *s = rt_server_start(NULL);
-    rt_proxy *p = rt_proxy_start(rt_server_port(s));
-    rlock_client *a = impatient_client(p, 0, 1000);
-    rlock_client *b = rt_client(rt_server_url(s), NULL);
-    rlock_mutex *ma = fixed_lease(a, "late_reentry", 5000);
-    rlock_mutex *ma2 = fixed_lease(a, "late_reentry", 2000);
-    rlock_mutex *mb = rt_mutex(b, "late_reentry", NULL);
-    uint64_t token;
-
-    CHECK_RC(rlock_mutex_lock(ma), RLOCK_OK);
-    CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_OK);
-    rt_proxy_set_delay(p, 4000, 0);
-    CHECK_RC(rlock_mutex_trylock(ma2), RLOCK_ENOREPLY);
-    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
-    rt_proxy_set_delay(p, 0, 0);
-    CHECK_RC(rlock_mutex_extend(ma, 20000), RLOCK_OK);
-    CHECK_INT(rt_proxy_pending(p, RT_PROXY_TO_SERVER), >, 0);
-    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:late_reentry}"), >, 10000);
-    RT_WAIT_UNTIL(rt_proxy_pending(p, RT_PROXY_TO_SERVER) == 0, 10000);
-    RT_WAIT_UNTIL(rt_cmd_int(s, "PTTL {rlock:late_reentry}") <= 2000, 5000);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "PTTL {rlock:%s}", name) <= 2000, 5000);
     CHECK_RC(rlock_mutex_timedlock(mb, 10000), RLOCK_OK);
     CHECK_RC(rlock_mutex_fence(ma, &token), RLOCK_ELOST);
     CHECK_RC(rlock_mutex_unlock(ma), RLOCK_ELOST);
@@ -615,6 +584,30 @@ TEST(an_unanswered_reentry_that_runs_last_is_counted_with)
     rlock_client_close(b);
     rt_proxy_stop(p);
     rt_server_stop(s);
+}
+
+static int extend_to_2s(rlock_mutex *ma, rlock_mutex *ma2)
+{
+    (void)ma2;
+    return rlock_mutex_extend(ma, 2000);
+}
+
+/* A re-entry, whose count Redis keeps (one server), sets its handle's
+ * lease. */
+static int reenter_with_2s(rlock_mutex *ma, rlock_mutex *ma2)
+{
+    (void)ma;
+    return rlock_mutex_trylock(ma2);
+}
+
+TEST(an_unanswered_shorter_extend_that_runs_last_is_counted_with)
+{
+    unanswered_shorter_runs_last("late_short", extend_to_2s);
+}
+
+TEST(an_unanswered_reentry_that_runs_last_is_counted_with)
+{
+    unanswered_shorter_runs_last("late_reentry", reenter_with_2s);
 }
 
 /*

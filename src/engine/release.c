@@ -95,9 +95,13 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
  * NULL (the layout has none, or the servers knew none lately). */
 static const rlock__script *cad_form(rlock_client *c, const rlock__layout *lay)
 {
-    if (!lay->release_cad ||
-        rlock__now_ns() < __atomic_load_n(&c->cad_paused_until,
-                                          __ATOMIC_RELAXED))
+    int64_t paused;
+
+    if (!lay->release_cad)
+        return NULL;
+    /* The clock is read only while a pause was ever set. */
+    paused = __atomic_load_n(&c->cad_paused_until, __ATOMIC_RELAXED);
+    if (paused && rlock__now_ns() < paused)
         return NULL;
     return lay->release_cad[__atomic_load_n(&c->cad_form, __ATOMIC_RELAXED)];
 }
