@@ -16,7 +16,9 @@ suite=$1 pkg=$2 dir=$3
 mirror=http://deb.debian.org/debian
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 mkdir -p "$dir"
-fetch() { curl -fsSL --retry 3 -o "$2" "$1"; }
+# A stalled mirror must not hang the run: each try has 30 s to connect
+# and 10 minutes in all.
+fetch() { curl -fsSL --retry 3 --connect-timeout 30 --max-time 600 -o "$2" "$1"; }
 sha_ok() { echo "$1  $2" | sha256sum -c --quiet - >/dev/null 2>&1; }
 
 fetch "$mirror/dists/$suite/InRelease" "$dir/InRelease"

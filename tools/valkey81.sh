@@ -17,7 +17,8 @@ bin=$work/valkey-$version/src/valkey-server
 if [ ! -x "$bin" ] || ! "$bin" --version | grep -q "v=$version"; then
     rm -rf "$work"
     mkdir -p "$work"
-    curl -fsSL --retry 3 -o "$work/$tarball" "$url" >&2
+    curl -fsSL --retry 3 --connect-timeout 30 --max-time 600 \
+        -o "$work/$tarball" "$url" >&2
     echo "$sha256  $work/$tarball" | sha256sum -c --quiet - >&2
     tar -C "$work" -xJf "$work/$tarball"
     make -C "$work/valkey-$version" -j"$(nproc)" MALLOC=libc BUILD_TLS=no \
