@@ -20,7 +20,7 @@ void usage_main(FILE *out)
         "                 run COMMAND while holding the lock NAME\n"
         "  status [--json] [--layout L] NAME...\n"
         "                 show who holds each lock, its lease, token and waiters\n"
-        "  unlock --force [--layout L] NAME\n"
+        "  unlock --force [--no-expiry] [--layout L] NAME\n"
         "                 remove a lock whoever holds it, waking its waiters\n"
         "  ping           connect, authenticate, show the server version and round trip\n"
         "  demo [--workers N] [--seconds S]\n"
@@ -101,13 +101,16 @@ static const struct {
      "prints one JSON object per line. A key that is not a lock of the\n"
      "layout (someone's data) is refused: exit 65.\n"},
     {"unlock",
-     "usage: rlock [--redis URL] unlock --force [--layout L] NAME\n"
+     "usage: rlock [--redis URL] unlock --force [--no-expiry] [--layout L] "
+     "NAME\n"
      "\n"
      "Removes the lock NAME whoever holds it, hands it to the first waiter,\n"
      "and says what it removed. Its holder's next unlock or renewal reports\n"
      "the loss. Exits 0 if a hold was removed, 1 if the lock was free, 65\n"
      "(nothing removed) if the key is not a lock of the layout.\n"
-     "--layout as for run.\n"},
+     "--layout as for run. --no-expiry: with the token layout, also remove a\n"
+     "key that has no expiry (redis-py's Lock without a timeout sets none;\n"
+     "without it, such a key may be someone's data and is refused).\n"},
     {"ping",
      "usage: rlock [--redis URL] ping\n"
      "\n"

@@ -64,9 +64,12 @@ static void print_status(const char *name, const rlock_status *st, int json)
             printf(",\"pid\":%lld", (long long)st->holder_pid);
         else
             printf(",\"pid\":null");
-        printf(",\"count\":%lld,\"lease_ms\":%lld,\"token\":%llu,"
-               "\"last_token\":%llu,\"waiters\":%lld}\n",
-               (long long)st->count, (long long)st->lease_ms,
+        printf(",\"count\":%lld,\"lease_ms\":", (long long)st->count);
+        if (st->held && st->lease_ms < 0)
+            printf("null"); /* a key without expiry */
+        else
+            printf("%lld", (long long)st->lease_ms);
+        printf(",\"token\":%llu,\"last_token\":%llu,\"waiters\":%lld}\n",
                (unsigned long long)(st->held ? st->token : st->last_token),
                (unsigned long long)st->last_token, (long long)st->waiters);
         return;
@@ -77,17 +80,23 @@ static void print_status(const char *name, const rlock_status *st, int json)
         put_safe(stdout, st->holder);
         print_identity(st);
     }
+    if (st->held) {
+        printf(", count %lld, ", (long long)st->count);
+        /* A key without expiry (the token layout): a redis-py Lock made
+         * without a timeout, or an application's data under the name. */
+        if (st->lease_ms < 0)
+            printf("no expiry");
+        else
+            printf("lease %.3fs left", (double)st->lease_ms / 1000.0);
+    }
     /* A peer's hold, Redisson's layout, or a hold that has not drawn its
      * token yet (taken uncontended, never asked for it). */
     if (st->held && st->token == 0)
-        printf(", count %lld, lease %.3fs left, no token (last token %llu), "
-               "%lld waiting\n",
-               (long long)st->count, (double)st->lease_ms / 1000.0,
+        printf(", no token (last token %llu), %lld waiting\n",
                (unsigned long long)st->last_token, (long long)st->waiters);
     else if (st->held)
-        printf(", count %lld, lease %.3fs left, token %llu, %lld waiting\n",
-               (long long)st->count, (double)st->lease_ms / 1000.0,
-               (unsigned long long)st->token, (long long)st->waiters);
+        printf(", token %llu, %lld waiting\n", (unsigned long long)st->token,
+               (long long)st->waiters);
     else
         printf(": free, last token %llu, %lld waiting\n",
                (unsigned long long)st->last_token, (long long)st->waiters);
@@ -167,6 +176,7 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
     rlock_mutex_opts mo;
     rlock_status st;
     const char *name = NULL;
+    unsigned flags = 0;
     int i, err, code = 0, force = 0;
 
     rlock_mutex_opts_init(&mo);
@@ -175,6 +185,8 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
         int at = i, r;
         if (strcmp(argv[i], "--force") == 0 && !name) {
             force = 1;
+        } else if (strcmp(argv[i], "--no-expiry") == 0 && !name) {
+            flags |= RLOCK_FORCE_NO_EXPIRY;
         } else if (!name && (r = cli_opt(argc, argv, &at, "rlock unlock",
                                          NULL, "--layout", &v)) != 0) {
             if (r < 0 || parse_layout(v, &mo.layout) != 0) {
@@ -192,9 +204,9 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
         }
     }
     if (!force || !name) {
-        fprintf(stderr, "usage: rlock unlock --force [--layout L] NAME (an "
-                        "operator's release; holders release their own "
-                        "locks)\n");
+        fprintf(stderr, "usage: rlock unlock --force [--no-expiry] "
+                        "[--layout L] NAME (an operator's release; holders "
+                        "release their own locks)\n");
         return EXIT_USAGE;
     }
     if (!*name || strlen(name) > RLOCK_NAME_MAX) {
@@ -205,7 +217,7 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
         return code;
     m = rlock_mutex_new(c, name, &mo, &err);
     if (m)
-        err = rlock_mutex_force_unlock(m, &st);
+        err = rlock_mutex_force_unlock_ex(m, flags, &st);
     if (err == RLOCK_ENOTIFY) {
         /* Removed, and handed to the first waiter, who was not told (an
          * ACL without PUBLISH): it takes the lock by its own timer. */

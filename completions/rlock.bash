@@ -55,7 +55,7 @@ _rlock()
         status)
             COMPREPLY=($(compgen -W "--json --layout --help --" -- "$cur")) ;;
         unlock)
-            COMPREPLY=($(compgen -W "--force --layout --help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "--force --no-expiry --layout --help" -- "$cur")) ;;
         demo)
             COMPREPLY=($(compgen -W "--workers --seconds --help" -- "$cur")) ;;
         ping)

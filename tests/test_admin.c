@@ -196,13 +196,19 @@ TEST(operators_refuse_keys_that_are_not_locks)
     refused(s, c, "counter", RLOCK_LAYOUT_TOKEN, "counter", "no lock token");
     rt_cmd_ok(s, "SET blob %b", "0123456789\x01", (size_t)11);
     refused(s, c, "blob", RLOCK_LAYOUT_TOKEN, "blob", "no lock token");
-    /* ... but a peer's token, with or without expiry, is a lock. */
+    /* ... but a peer's token, with or without expiry, is a lock to look
+     * at; one without expiry (redis-py's Lock without a timeout, or an
+     * application's string) is removed only when the caller says so. */
     rt_cmd_ok(s, "SET peer 3f2a9c1e7b6d4a5f8e9d0c1b2a3f4e5d");
     m = layout_mutex(c, "peer", RLOCK_LAYOUT_TOKEN);
     CHECK_RC(rlock_mutex_status(m, &st), RLOCK_OK);
     CHECK(st.held && st.lease_ms == -1 && st.holder_host[0] == '\0' &&
           st.holder_pid == 0);
-    CHECK_RC(rlock_mutex_force_unlock(m, &st), RLOCK_OK);
+    CHECK_RC(rlock_mutex_force_unlock(m, &st), RLOCK_ENOTLOCK);
+    CHECK(strstr(rlock_client_errmsg(c), "no expiry") != NULL);
+    CHECK_INT(rt_cmd_int(s, "EXISTS peer"), ==, 1);
+    CHECK_RC(rlock_mutex_force_unlock_ex(m, RLOCK_FORCE_NO_EXPIRY, &st),
+             RLOCK_OK);
     CHECK(st.held && strcmp(st.holder, "3f2a9c1e7b6d4a5f8e9d0c1b2a3f4e5d") == 0);
     CHECK_INT(rt_cmd_int(s, "EXISTS peer"), ==, 0);
     rlock_mutex_free(m);

@@ -840,6 +840,73 @@ static long long token_other_client(struct bi *t)
     return (long long)rlock_mutex_token(t->other);
 }
 
+/* rlock_mutex_lease_left: the code, and *left_ms is 0 on every error */
+
+static int64_t left_seen; /* what the last call left in *left_ms */
+
+static long long left_checked(int rc)
+{
+    return rc != RLOCK_OK && left_seen != 0 ? RT_MISMATCH : rc;
+}
+
+static long long left_null(struct bi *t)
+{
+    (void)t;
+    left_seen = 7;
+    return left_checked(rlock_mutex_lease_left(NULL, &left_seen));
+}
+
+static long long left_null_out(struct bi *t)
+{
+    return rlock_mutex_lease_left(t->held, NULL);
+}
+
+static long long left_free(struct bi *t)
+{
+    left_seen = 7;
+    return left_checked(rlock_mutex_lease_left(t->m, &left_seen));
+}
+
+static long long left_held(struct bi *t)
+{
+    left_seen = 7;
+    return left_checked(rlock_mutex_lease_left(t->held, &left_seen));
+}
+
+static long long left_held_on_thread(struct bi *t)
+{
+    return on_thread(t, left_held);
+}
+
+static long long left_held_in_child(struct bi *t)
+{
+    return in_child(t, left_held);
+}
+
+static long long left_other_client(struct bi *t)
+{
+    left_seen = 7;
+    return left_checked(rlock_mutex_lease_left(t->other, &left_seen));
+}
+
+static long long left_as_null_owner(struct bi *t)
+{
+    left_seen = 7;
+    return left_checked(rlock_mutex_lease_left_as(t->held, NULL, &left_seen));
+}
+
+static long long left_as_null_out(struct bi *t)
+{
+    return rlock_mutex_lease_left_as(t->held, t->owner, NULL);
+}
+
+static long long left_as_held(struct bi *t)
+{
+    left_seen = 7;
+    return left_checked(
+        rlock_mutex_lease_left_as(t->held, t->owner, &left_seen));
+}
+
 /* rlock_mutex_fence: the code, and *token is 0 on every error */
 
 static uint64_t fenced; /* what the last fence call left in *token */
@@ -1081,6 +1148,28 @@ static long long force_null_both(struct bi *t)
 static long long force_free_removed_null(struct bi *t)
 {
     return rlock_mutex_force_unlock(t->m, NULL);
+}
+
+/* rlock_mutex_force_unlock_ex */
+
+static long long force_ex_null_mutex(struct bi *t)
+{
+    rlock_status st;
+
+    (void)t;
+    return rlock_mutex_force_unlock_ex(NULL, 0, &st);
+}
+
+static long long force_ex_flags_n(struct bi *t)
+{
+    rlock_status st;
+
+    return rlock_mutex_force_unlock_ex(t->held, (unsigned)t->row->n, &st);
+}
+
+static long long force_ex_free_removed_null(struct bi *t)
+{
+    return rlock_mutex_force_unlock_ex(t->m, RLOCK_FORCE_NO_EXPIRY, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1528,6 +1617,12 @@ static const struct row rows[] = {
         MSG_NONE),
     ROW(rlock_mutex_token_as, "an owner that is not the holding thread: 0",
         token_as_held, 0, NULL, MSG_NONE),
+    ROW(rlock_mutex_lease_left_as, "owner NULL", left_as_null_owner,
+        RLOCK_EINVAL, "owner is NULL", MSG_C),
+    ROW(rlock_mutex_lease_left_as, "left_ms NULL", left_as_null_out,
+        RLOCK_EINVAL, "left_ms is NULL", MSG_C),
+    ROW(rlock_mutex_lease_left_as, "an owner that is not the holding thread",
+        left_as_held, RLOCK_ENOTOWNER, "this owner holds no lock", MSG_OWNER),
     ROW(rlock_mutex_fence_as, "owner NULL", fence_as_null_owner,
         RLOCK_EINVAL, "owner is NULL", MSG_C),
     ROW(rlock_mutex_fence_as, "token NULL", fence_as_null_token, RLOCK_EINVAL,
@@ -1625,6 +1720,21 @@ static const struct row rows[] = {
     ROW(rlock_mutex_fence, "another client, same name", fence_other_client,
         RLOCK_ENOTOWNER, "holds no lock", MSG_C2),
 
+    /* rlock_mutex_lease_left: RLOCK_ENOTOWNER for everyone but the owner,
+     * sending nothing; *left_ms 0. */
+    ROW(rlock_mutex_lease_left, "mutex NULL", left_null, RLOCK_EINVAL,
+        "mutex is NULL", MSG_OPEN),
+    ROW(rlock_mutex_lease_left, "left_ms NULL", left_null_out, RLOCK_EINVAL,
+        "left_ms is NULL", MSG_C),
+    ROW(rlock_mutex_lease_left, "a lock nobody holds", left_free,
+        RLOCK_ENOTOWNER, "holds no lock", MSG_C),
+    ROW(rlock_mutex_lease_left, "another thread of the owning client",
+        left_held_on_thread, RLOCK_ENOTOWNER, "holds no lock", MSG_RETURNED),
+    ROW(rlock_mutex_lease_left, "a forked child of the owner",
+        left_held_in_child, RLOCK_ENOTOWNER, "holds no lock", MSG_RETURNED),
+    ROW(rlock_mutex_lease_left, "another client, same name",
+        left_other_client, RLOCK_ENOTOWNER, "holds no lock", MSG_C2),
+
     /* rlock_mutex_token: 0 for everyone but the owner. */
     ROW(rlock_mutex_token, "mutex NULL: 0", token_null, 0, NULL, MSG_NONE),
     ROW(rlock_mutex_token, "a lock nobody holds: 0", token_free, 0, NULL,
@@ -1669,6 +1779,16 @@ static const struct row rows[] = {
         RLOCK_EINVAL, "mutex is NULL", MSG_OPEN),
     ROW_SENDS(rlock_mutex_force_unlock, "removed NULL (allowed), lock free",
               force_free_removed_null, RLOCK_OK, 0, NULL),
+
+    ROW(rlock_mutex_force_unlock_ex, "mutex NULL", force_ex_null_mutex,
+        RLOCK_EINVAL, "mutex is NULL", MSG_OPEN),
+    ROWN(rlock_mutex_force_unlock_ex, "flags 2", force_ex_flags_n, RLOCK_EINVAL,
+         "flags must be", MSG_C, 2),
+    ROWN(rlock_mutex_force_unlock_ex, "flags ~0", force_ex_flags_n, RLOCK_EINVAL,
+         "flags must be", MSG_C, (int64_t)~0u),
+    ROW_SENDS(rlock_mutex_force_unlock_ex,
+              "removed NULL (allowed), lock free", force_ex_free_removed_null,
+              RLOCK_OK, 0, NULL),
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -1696,6 +1816,7 @@ static const char *const api_functions[] = {
     "rlock_mutex_extend",
     "rlock_mutex_fence",
     "rlock_mutex_token",
+    "rlock_mutex_lease_left",
     "rlock_with",
     "rlock_owner_new",
     "rlock_owner_free",
@@ -1707,9 +1828,11 @@ static const char *const api_functions[] = {
     "rlock_mutex_extend_as",
     "rlock_mutex_fence_as",
     "rlock_mutex_token_as",
+    "rlock_mutex_lease_left_as",
     "rlock_with_as",
     "rlock_mutex_status",
     "rlock_mutex_force_unlock",
+    "rlock_mutex_force_unlock_ex",
 };
 
 #define NFUNCTIONS (sizeof api_functions / sizeof api_functions[0])

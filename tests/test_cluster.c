@@ -17,7 +17,8 @@
 static rt_server *nodes[NODES];
 static char url[128];
 
-static const char *start_cluster(void)
+/* Three masters of binary (NULL: the default server). */
+static const char *start_cluster_of(const char *binary)
 {
     rt_server_opts o;
     char cmd[256];
@@ -25,6 +26,7 @@ static const char *start_cluster(void)
 
     memset(&o, 0, sizeof o);
     o.cluster_enabled = 1;
+    o.binary = binary;
     for (i = 0; i < NODES; i++)
         nodes[i] = rt_server_start(&o);
     snprintf(cmd, sizeof cmd,
@@ -38,6 +40,11 @@ static const char *start_cluster(void)
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d",
              rt_server_port(nodes[1]));
     return url;
+}
+
+static const char *start_cluster(void)
+{
+    return start_cluster_of(NULL);
 }
 
 static void stop_cluster(void)
@@ -346,6 +353,65 @@ TEST(a_cluster_that_is_down_is_unavailable)
     freeReplyObject(rt_cmd(nodes[owner], "CLUSTER ADDSLOTS %lld", slot));
     RT_WAIT_UNTIL(rlock_mutex_trylock(m) == RLOCK_OK, 20000);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    stop_cluster();
+}
+
+/* Moves slot of the node src to the node dst at once, keys and all. */
+static void move_slot(int src, int dst, long long slot)
+{
+    char *src_id = node_id(nodes[src]), *dst_id = node_id(nodes[dst]);
+    redisReply *keys;
+    int i;
+
+    freeReplyObject(
+        rt_cmd(nodes[dst], "CLUSTER SETSLOT %lld IMPORTING %s", slot, src_id));
+    freeReplyObject(
+        rt_cmd(nodes[src], "CLUSTER SETSLOT %lld MIGRATING %s", slot, dst_id));
+    keys = rt_cmd(nodes[src], "CLUSTER GETKEYSINSLOT %lld 100", slot);
+    CHECK(keys->type == REDIS_REPLY_ARRAY);
+    for (i = 0; i < (int)keys->elements; i++)
+        freeReplyObject(rt_cmd(nodes[src], "MIGRATE 127.0.0.1 %d %s 0 5000",
+                               rt_server_port(nodes[dst]),
+                               keys->element[i]->str));
+    freeReplyObject(keys);
+    for (i = 0; i < NODES; i++)
+        freeReplyObject(
+            rt_cmd(nodes[i], "CLUSTER SETSLOT %lld NODE %s", slot, dst_id));
+}
+
+/*
+ * The native release of a calm hold is the server's own compare-and-
+ * delete (DELIFEQ on the newest Valkey). Its slot moved to another master
+ * while it was held: the command meets MOVED, which is followed; the full
+ * release script is not sent in its place.
+ */
+TEST(cluster_a_native_release_follows_moved)
+{
+    rlock_client *c;
+    rlock_mutex *m;
+    int src, dst;
+    long long slot;
+
+    c = rt_client(start_cluster_of(rt_newest_valkey_binary()), NULL);
+    m = rt_mutex(c, "moving", NULL);
+    /* One pair first: the client settles on the command the server has. */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    src = owner_of("{rlock:moving}");
+    dst = (src + 1) % NODES;
+    slot = rt_cmd_int(nodes[src], "CLUSTER KEYSLOT {rlock:moving}");
+    move_slot(src, dst, slot);
+    CHECK_INT(rt_cmd_int(nodes[dst], "EXISTS {rlock:moving}"), ==, 1);
+    freeReplyObject(rt_cmd(nodes[dst], "CONFIG RESETSTAT"));
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(nodes[dst], "EXISTS {rlock:moving}"), ==, 0);
+    CHECK_INT(rt_cmdstat_calls(nodes[dst], "delifeq"), ==, 1);
+    CHECK_INT(rt_cmdstat_calls(nodes[dst], "evalsha") +
+                  rt_cmdstat_calls(nodes[dst], "eval"),
+              ==, 0);
     rlock_mutex_free(m);
     rlock_client_close(c);
     stop_cluster();

@@ -385,14 +385,24 @@ typedef struct rlock_mutex_opts {
      * 0 (default): no cap. */
     uint32_t max_renewals;
 
-    /* Called once, from the client's background thread, when the client
-     * learns that a hold of this mutex is gone before it was unlocked:
-     * the key was deleted or taken by another owner, the renewal cap was
-     * reached, or the lease ended without a successful renewal (Redis
-     * unreachable, Redis restarted, fixed lease not extended). Later
-     * unlock/extend of that hold return RLOCK_ELOST. The callback must not
-     * call rlock_mutex_free or rlock_client_close; it may call
-     * rlock_mutex_unlock. NULL: no callback. */
+    /* Called once when the client learns that a hold of this mutex is
+     * gone before it was unlocked: the key was deleted or taken by another
+     * owner, the renewal cap was reached, or the lease ended without a
+     * successful renewal (Redis unreachable, Redis restarted, fixed lease
+     * not extended). The next call on that hold returns RLOCK_ELOST
+     * (unlock, extend, and a re-entering lock, which never takes a fresh
+     * hold in its place); whatever happens to the hold, the callback still
+     * comes.
+     *
+     * It runs on a thread of the client's own, never on the one that
+     * renews leases and watches their ends: a callback may take its time,
+     * block, and call any function of the library (lock, unlock, extend,
+     * other mutexes), but not rlock_mutex_free of its own mutex or
+     * rlock_client_close (both wait for callbacks under way). While one
+     * callback runs, another hold's notice goes to another such thread
+     * (started after about 10 ms; at most 32 per client), so callbacks of
+     * one client may run at the same time, even for one mutex. Signals
+     * are blocked on these threads. NULL: no callback. */
     void (*on_lost)(rlock_mutex *m, void *arg);
     void *on_lost_arg;
 
@@ -479,16 +489,26 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
 
 /*
  * Acquires the lock for the calling thread, waiting as long as it takes. A
- * thread that already holds it re-enters (hold count + 1, lease renewed).
+ * thread that already holds it re-enters (hold count + 1, and the lease
+ * set again to the mutex's: one round trip, whether Redis or the client
+ * counts the levels). A re-entry of a hold that was lost, or whose lease
+ * as this client counts it has ended, returns RLOCK_ELOST and takes
+ * nothing: the loss is reported and the hold forgotten (on_lost comes as
+ * well), and the next call takes a fresh hold.
  * An acquisition whose reply arrives after its lease has ended (counted
  * from before the request left) is not a hold: it is undone and the call
  * keeps waiting, so while every round trip takes longer than the lease,
  * rlock_mutex_lock does not return; use rlock_mutex_timedlock to bound it.
+ * A hold is returned only with lease left: one handed over so late that
+ * less than a third of its lease is left is renewed first (a round trip),
+ * and one whose lease ran out before it could be returned is given back
+ * (and the wait goes on).
  * A connection that drops under an attempt while waiting is replaced and
  * the wait goes on; the call returns RLOCK_EIO only if that happens twice
  * in a row.
  *
- * Returns RLOCK_OK, or RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
+ * Returns RLOCK_OK, or RLOCK_ELOST (a re-entry of a lost hold, above),
+ * RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
  * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ENOREPLY (Redis did not answer within the
  * command timeout; each attempt has a deadline of its own, see Deadlines
  * above), RLOCK_EREDIS (for example a key of another type
@@ -518,7 +538,10 @@ RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
  * in the lock's queue. wait_ms = 0 behaves as rlock_mutex_trylock except
  * that it returns RLOCK_ETIMEDOUT instead of RLOCK_EBUSY. wait_ms < 0 or
  * > RLOCK_MS_MAX: RLOCK_EINVAL. Returns within wait_ms plus one attempt's
- * deadline (command_timeout_ms). Thread-safe.
+ * deadline (command_timeout_ms, + sync_timeout_ms with sync_replicas),
+ * whatever it has to undo on the way (leaving the queue, giving back a
+ * hold the replicas did not confirm): what does not fit is done in the
+ * background, behind the requests it undoes. Thread-safe.
  */
 RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
 
@@ -602,6 +625,22 @@ RLOCK_API int rlock_mutex_fence(rlock_mutex *m, uint64_t *token);
 RLOCK_API uint64_t rlock_mutex_token(rlock_mutex *m);
 
 /*
+ * How long the calling thread's hold of m lasts as this client counts it,
+ * asking nothing of Redis: the lease from the moment the request that set
+ * it last was sent (never later than Redis's own end), less the drift
+ * margin. A holder that checks it before acting on what the lock guards
+ * never acts on a hold whose lease it cannot vouch for.
+ *
+ * Returns RLOCK_OK with *left_ms > 0 while the hold lasts; RLOCK_ELOST if
+ * it was lost or its counted lease has ended (the hold is not forgotten:
+ * the next lock, unlock or extend on it reports the loss too, and on_lost
+ * is called); RLOCK_ENOTOWNER if the calling thread holds no lock of this
+ * name through this client; RLOCK_EINVAL (m or left_ms NULL). *left_ms is
+ * 0 on every error. Never blocks on the network. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_lease_left(rlock_mutex *m, int64_t *left_ms);
+
+/*
  * Acquires m (waiting wait_ms, or forever with RLOCK_WAIT_FOREVER, or not
  * at all with 0), calls fn(arg, token) with the fencing token, and unlocks
  * on every path. The token is drawn with the acquisition (m's later
@@ -663,7 +702,8 @@ RLOCK_API const char *rlock_owner_errmsg(rlock_owner *o);
 
 /*
  * rlock_mutex_lock, _trylock, _timedlock, _unlock, _extend, _fence,
- * _token and rlock_with, acting as owner o instead of the calling thread;
+ * _token, _lease_left and rlock_with, acting as owner o instead of the
+ * calling thread;
  * each returns what its pthread-like counterpart returns, RLOCK_EINVAL (0
  * for rlock_mutex_token_as) for a NULL m or o, and records its error
  * detail for o too. Thread-safe in the sense above.
@@ -678,6 +718,8 @@ RLOCK_API int rlock_mutex_extend_as(rlock_mutex *m, rlock_owner *o,
 RLOCK_API int rlock_mutex_fence_as(rlock_mutex *m, rlock_owner *o,
                                    uint64_t *token);
 RLOCK_API uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o);
+RLOCK_API int rlock_mutex_lease_left_as(rlock_mutex *m, rlock_owner *o,
+                                        int64_t *left_ms);
 RLOCK_API int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
                             int (*fn)(void *arg, uint64_t token), void *arg);
 
@@ -691,7 +733,10 @@ typedef struct rlock_status {
                               <thread>"), or a peer's value or field
                               (layouts), cut to 159 bytes; or "" */
     int64_t count;         /* its hold count (0 if free) */
-    int64_t lease_ms;      /* remaining lease in ms (-1 if free) */
+    int64_t lease_ms;      /* remaining lease in ms (-1 if free, and for a
+                              held key with no expiry: the token layout's
+                              redis-py Lock without a timeout, or data
+                              that is no lock) */
     uint64_t token;        /* fencing token of the current hold (0 if free,
                               or if the hold has not drawn one yet) */
     uint64_t last_token;   /* last token ever handed out for this name */
@@ -711,9 +756,12 @@ typedef struct rlock_status {
  *    them and an expiry; the counter a string, the queue keys a list, a
  *    sorted set and a hash (each may be absent);
  *  - token: a string of 8 to 256 bytes of printable ASCII without spaces
- *    (every peer's token, and rlock's values; no expiry needed: redis-py's
- *    Lock without a timeout sets none). An empty string, a value starting
- *    with a NUL byte, text with spaces, a short number are refused;
+ *    (every peer's token, and rlock's values). An empty string, a value
+ *    starting with a NUL byte, text with spaces, a short number are
+ *    refused. Status shows a key with no expiry (lease_ms -1: redis-py's
+ *    Lock without a timeout sets none, but so may an application's own
+ *    string); the forced release refuses it unless told
+ *    (RLOCK_FORCE_NO_EXPIRY);
  *  - Redisson: a hash with an expiry whose one field "<id>:<thread>"
  *    holds a count >= 1 (beside rlock's "rlock-holder" field).
  * A free lock (no key) is not refused.
@@ -746,6 +794,20 @@ RLOCK_API int rlock_mutex_status(rlock_mutex *m, rlock_status *st);
  * nodes that held a lock had it removed). Thread-safe.
  */
 RLOCK_API int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed);
+
+/* rlock_mutex_force_unlock_ex's flags. */
+/* The token layout: remove a key that has no expiry too. Every lock of
+ * that layout has one, but for redis-py's Lock made without a timeout;
+ * without this flag such a key is refused (RLOCK_ENOTLOCK: "the key has no
+ * expiry"), as it may be an application's own string under the name. */
+#define RLOCK_FORCE_NO_EXPIRY 1u
+
+/*
+ * rlock_mutex_force_unlock with flags (0, or RLOCK_FORCE_NO_EXPIRY).
+ * Other flags: RLOCK_EINVAL, nothing sent. Thread-safe.
+ */
+RLOCK_API int rlock_mutex_force_unlock_ex(rlock_mutex *m, unsigned flags,
+                                          rlock_status *removed);
 
 #ifdef __cplusplus
 }

@@ -215,7 +215,6 @@ void rlock__api_enter(rlock_client *c)
     init_sync(c);
     rlock__hold_clear(&c->holds, NULL); /* the parent's; mutexes stay */
     c->waiters = NULL;
-    c->in_callback = NULL;
     c->backend->after_fork(c);
     rlock__bg_after_fork(c);
     if (rlock__random_id(c->id) != 0)

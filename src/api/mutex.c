@@ -153,7 +153,10 @@ void rlock_mutex_free(rlock_mutex *m)
     c = m->c;
     rlock__api_enter(c);
     pthread_mutex_lock(&c->mu);
-    while (c->in_callback == m)
+    /* Notices not delivered yet are dropped; a callback under way is
+     * waited for. */
+    rlock__notify_forget(c, m);
+    while (m->callbacks > 0)
         pthread_cond_wait(&c->state_cv, &c->mu);
     /* Forget this mutex's holds: no renewal after this point, the keys
      * expire on their own. */
@@ -292,6 +295,25 @@ static uint64_t token_as(rlock_mutex *m, rlock_owner *o, int as_owner)
     return token;
 }
 
+static int lease_left_as(rlock_mutex *m, rlock_owner *o, int as_owner,
+                         int64_t *left_ms)
+{
+    rlock__call call;
+    rlock__as as;
+    int rc;
+
+    if (!left_ms) {
+        rlock__call_init(&call, 0);
+        return rlock__api_done(
+            &call, m ? m->c : NULL, o,
+            rlock__fail(&call, RLOCK_EINVAL, "left_ms is NULL"));
+    }
+    *left_ms = 0;
+    if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
+        return rc;
+    return done(&call, m, as, rlock__lease_left(&call, m, as, left_ms));
+}
+
 static int fence_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                     uint64_t *token)
 {
@@ -397,6 +419,11 @@ uint64_t rlock_mutex_token(rlock_mutex *m)
     return token_as(m, NULL, 0);
 }
 
+int rlock_mutex_lease_left(rlock_mutex *m, int64_t *left_ms)
+{
+    return lease_left_as(m, NULL, 0, left_ms);
+}
+
 int rlock_with(rlock_mutex *m, int64_t wait_ms,
                int (*fn)(void *arg, uint64_t token), void *arg)
 {
@@ -438,6 +465,11 @@ uint64_t rlock_mutex_token_as(rlock_mutex *m, rlock_owner *o)
     return token_as(m, o, 1);
 }
 
+int rlock_mutex_lease_left_as(rlock_mutex *m, rlock_owner *o, int64_t *left_ms)
+{
+    return lease_left_as(m, o, 1, left_ms);
+}
+
 int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
                   int (*fn)(void *arg, uint64_t token), void *arg)
 {
@@ -461,7 +493,8 @@ int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
     return rlock__api_done(&call, m->c, NULL, rlock__status(&call, m, st));
 }
 
-int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
+int rlock_mutex_force_unlock_ex(rlock_mutex *m, unsigned flags,
+                                rlock_status *removed)
 {
     rlock_status dummy;
     rlock__call call;
@@ -471,8 +504,20 @@ int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
         return rlock__api_done(
             &call, NULL, NULL,
             rlock__fail(&call, RLOCK_EINVAL, "mutex is NULL"));
+    if (flags & ~(unsigned)RLOCK_FORCE_NO_EXPIRY)
+        return rlock__api_done(
+            &call, m->c, NULL,
+            rlock__fail(&call, RLOCK_EINVAL,
+                        "flags must be 0 or RLOCK_FORCE_NO_EXPIRY (got %#x)",
+                        flags));
     rlock__api_enter(m->c);
     rlock__call_begin(&call, m);
-    return rlock__api_done(&call, m->c, NULL,
-                           rlock__force(&call, m, removed ? removed : &dummy));
+    return rlock__api_done(
+        &call, m->c, NULL,
+        rlock__force(&call, m, flags, removed ? removed : &dummy));
+}
+
+int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed)
+{
+    return rlock_mutex_force_unlock_ex(m, 0, removed);
 }

@@ -262,15 +262,30 @@ static int redirect_target(cluster *k, const char *msg, int *slot)
     return idx;
 }
 
-/* The server's error reply of a failed result, if it starts with word. */
+/* The error reply a redirection is read from: a failed request's, or the
+ * one answer of a pipeline of one command (a native compare-and-delete
+ * release), whose errors are answers, not failures. A longer pipeline's
+ * answers are its commands' (the watchdog's batch decides per hold). */
+static const redisReply *error_of(const rlock__result *r)
+{
+    if (r->rc != RLOCK_OK)
+        return r->reply;
+    if (r->nreplies == 1 && r->replies[0] &&
+        r->replies[0]->type == REDIS_REPLY_ERROR)
+        return r->replies[0];
+    return NULL;
+}
+
+/* The server's error reply of a result, if it starts with word. */
 static const char *redirect(const rlock__result *r, const char *word)
 {
+    const redisReply *e = error_of(r);
     size_t n = strlen(word);
 
-    if (r->rc == RLOCK_OK || !r->reply || r->reply->type != REDIS_REPLY_ERROR ||
-        !r->reply->str || strncmp(r->reply->str, word, n) != 0)
+    if (!e || e->type != REDIS_REPLY_ERROR || !e->str ||
+        strncmp(e->str, word, n) != 0)
         return NULL;
-    return r->reply->str;
+    return e->str;
 }
 
 static void fail_one(rlock__results *res, rlock__call *call)
@@ -318,7 +333,8 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
                           flags | (asking >= 0 ? RLOCK__X_ASKING : 0), deadline,
                           res);
         asking = -1;
-        if (res->r[0].rc == RLOCK_OK || ++redirects > REDIRECTS_MAX)
+        if ((res->r[0].rc == RLOCK_OK && !error_of(&res->r[0])) ||
+            ++redirects > REDIRECTS_MAX)
             return;
         if ((msg = redirect(&res->r[0], "MOVED ")) != NULL) {
             if ((target = redirect_target(k, msg, &moved_slot)) < 0)

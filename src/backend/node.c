@@ -15,11 +15,16 @@
  * Owing connections. When a request's reply does not come by its
  * deadline, the connection is not closed at once: it still owes the
  * replies, and the server may yet carry the request out (a paused server
- * does, when it resumes). It is kept for a while and read whenever the
- * node is used, and an undo for the node is queued behind it, so that the
- * server carries out the undo after what it undoes. Once everything owed
- * has come, the connection goes back to the pool; past the owing limit it
- * is closed.
+ * does, when it resumes; a network that held it up delivers it). It is
+ * kept and read whenever the node is used, and an undo for the node is
+ * queued behind it, so that the server carries out the undo after what
+ * it undoes: a fresh connection's undo could overtake it, and the late
+ * request would then take a lock, or a place in its queue, that nobody
+ * owns. Once every reply owed has come (those given up included), the
+ * connection goes back to the pool. Past the owing limit it is closed,
+ * unless an undo waits behind it: closing it then could let the server
+ * run what it owed after an undo sent afresh, so it is kept until the
+ * server has answered everything or the connection breaks.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,9 +42,15 @@
  * often: they are read only when somebody looks. */
 #define POOL_LOOK_MS 20
 
+/* Most undos told apart on one owing connection; more are queued
+ * again. */
+#define OWING_TAGS 8
+
 typedef struct owing {
     rlock__conn *conn;
     int64_t since;
+    int undos;                 /* undos queued behind what it owes */
+    uint64_t tags[OWING_TAGS]; /* theirs (rlock__req.tag), the last few */
 } owing;
 
 struct rlock__node {
@@ -311,8 +322,10 @@ static void settle_owing(rlock__node *n)
         int done;
 
         rlock__conn_io(c, 0);
-        done = rlock__conn_error(c)->code != 0 || rlock__conn_pending(c) == 0 ||
-               now - n->owing[i].since > owing_limit_ns(n);
+        done = rlock__conn_error(c)->code != 0 ||
+               rlock__conn_expected(c) == 0 ||
+               (n->owing[i].undos == 0 &&
+                now - n->owing[i].since > owing_limit_ns(n));
         if (!done) {
             i++;
             continue;
@@ -361,6 +374,7 @@ static int pool_wait(rlock__node *n, rlock__conn **out, int64_t deadline_ns)
 static void owe(rlock__node *n, rlock__conn *c)
 {
     rlock__conn_discard(c, rlock__conn_pending(c));
+    memset(&n->owing[n->nowing], 0, sizeof n->owing[0]);
     n->owing[n->nowing].conn = c;
     n->owing[n->nowing++].since = rlock__now_ns();
 }
@@ -819,9 +833,23 @@ static void leg_connected(leg *l, rlock__result *res)
     leg_done(l, res->rc != RLOCK_OK);
 }
 
+/* Whether the undo tagged tag waits behind o already. */
+static int queued_on(const owing *o, uint64_t tag)
+{
+    int i, n = o->undos < OWING_TAGS ? o->undos : OWING_TAGS;
+
+    for (i = 0; tag != 0 && i < n; i++)
+        if (o->tags[i] == tag)
+            return 1;
+    return 0;
+}
+
 /* An undo for a node whose connections owe replies goes behind each of
- * them (the one that carried what it undoes among them); the caller does
- * not wait for it. 1 if it was queued so. */
+ * them (the one that carried what it undoes among them), once; the
+ * caller does not wait for it. Sent again while they still owe, it is
+ * not queued twice. 1 if it was (or is) queued so. Its answer is not
+ * read: once the connection has all its answers, the undo has run, and
+ * the next send goes on any connection to confirm it. */
 static int queue_behind(rlock__node *n, const rlock__req *req,
                         rlock__result *res)
 {
@@ -830,11 +858,17 @@ static int queue_behind(rlock__node *n, const rlock__req *req,
     pthread_mutex_lock(&n->mu);
     settle_owing(n);
     for (i = 0; i < n->nowing; i++) {
-        rlock__conn *c = n->owing[i].conn;
-        if (rlock__conn_append(c, req->argc, req->argv, req->lens) ==
+        owing *o = &n->owing[i];
+        if (queued_on(o, req->tag)) {
+            queued = 1;
+            continue;
+        }
+        if (rlock__conn_append(o->conn, req->argc, req->argv, req->lens) ==
             RLOCK_OK) {
-            rlock__conn_discard(c, 1);
-            rlock__conn_io(c, 0);
+            rlock__conn_discard(o->conn, 1);
+            rlock__conn_io(o->conn, 0);
+            o->tags[o->undos % OWING_TAGS] = req->tag;
+            o->undos++;
             queued = 1;
         }
     }

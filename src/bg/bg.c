@@ -23,6 +23,7 @@ void rlock__bg_free(rlock_client *c)
     if (!c->bg)
         return;
     c->bg->driver->stop(c);
+    rlock__notify_free(c);
     rlock__sub_free(c);
     rlock__cleanup_free(c);
     free(c->bg);
@@ -42,4 +43,5 @@ void rlock__bg_after_fork(rlock_client *c)
     bg->sub_up = 0;
     /* The parent's undos are the parent's to send. */
     bg->cleanups = NULL;
+    rlock__notify_after_fork(c);
 }

@@ -7,6 +7,7 @@
  *   subscriber.c  the one subscriber connection: its channels and what a
  *                 message wakes
  *   cleanup.c     undoes abandoned attempts, later, in order
+ *   notify.c      calls on_lost, on threads of its own
  *   thread.c      the driver: one thread per client that runs the three,
  *                 sleeping in poll(2) until the next is due
  *
@@ -23,10 +24,12 @@
 #include "core/handles.h"
 #include "core/owner.h"
 #include "bg/driver.h"
+#include "bg/notify.h"
 #include "net/conn.h"
 
 typedef struct rlock__sub rlock__sub;         /* subscriber.c */
 typedef struct rlock__cleanup rlock__cleanup; /* cleanup.c */
+struct rlock__notify;                         /* notify.c */
 
 struct rlock__bg {
     const struct rlock__driver *driver; /* bg/driver.h */
@@ -52,6 +55,8 @@ struct rlock__bg {
     int ring[2];
     /* Undos still to send (cleanup.c). */
     rlock__cleanup *cleanups;
+    /* Loss notices and the threads that call on_lost (notify.c). */
+    struct rlock__notify *notify;
 };
 
 /* ---- lifecycle (bg.c) --------------------------------------------------- */
@@ -110,6 +115,10 @@ void rlock__sub_free(rlock_client *c);
  * Redis confirms it or what it would remove has expired by itself (mu not
  * held). */
 void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce);
+/* Gives hold h back in the background (mu held): it is lost, and a
+ * request of it that was never answered (h->owed_max_ms) may still set
+ * a lease that nobody would own. The undo goes behind that request. */
+void rlock__undo_hold_later(rlock_client *c, const rlock__hold *h);
 void rlock__cleanup_free(rlock_client *c);
 
 #endif

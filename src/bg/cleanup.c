@@ -63,13 +63,15 @@ static char *dup_bytes(const char *p, size_t n)
     return d;
 }
 
-void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce)
+/* The undo of acquisition nonce of owner of m, as a job not yet queued
+ * (NULL: out of memory; the lease and the queue place then expire on
+ * their own). It is sent until lease_ms from now at most. */
+static rlock__cleanup *job_new(rlock_mutex *m, uint64_t owner, uint64_t nonce,
+                               int64_t lease_ms)
 {
     rlock_client *c = m->c;
     rlock__cleanup *j = calloc(1, sizeof *j);
-    rlock__call call;
     int i, ok = j != NULL;
-    int64_t lease;
 
     for (i = 0; ok && i < m->nkeys; i++) {
         j->shadow.keys[i] = dup_bytes(m->keys[i], m->key_lens[i]);
@@ -85,27 +87,52 @@ void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce)
     if (!ok) {
         if (j)
             job_free(j);
-        return; /* out of memory: the lease and queue place expire anyway */
+        return NULL;
     }
     j->shadow.c = c;
     j->shadow.layout = m->layout;
-    lease = m->lease_ms;
-    if (lease < c->opts.waiter_ttl_ms)
-        lease = c->opts.waiter_ttl_ms;
-    j->give_up_at = rlock__after_ms(lease);
-    j->owner_len = m->layout->owner(c, owner, j->owner);
+    if (lease_ms < m->lease_ms)
+        lease_ms = m->lease_ms;
+    if (lease_ms < c->opts.waiter_ttl_ms)
+        lease_ms = c->opts.waiter_ttl_ms;
+    j->give_up_at = rlock__after_ms(lease_ms);
+    j->owner_len = m->layout->owner(c, owner, nonce, j->owner);
     j->nonce = nonce;
+    return j;
+}
+
+/* Queues j for the background (mu held). */
+static void job_queue(rlock_client *c, rlock__cleanup *j)
+{
+    rlock__call call;
+
     rlock__call_init(&call, 0);
-    pthread_mutex_lock(&c->mu);
     if (rlock__bg_ensure(c, &call) != RLOCK_OK) {
-        pthread_mutex_unlock(&c->mu);
         job_free(j);
         return;
     }
     j->next = c->bg->cleanups;
     c->bg->cleanups = j;
     rlock__bg_kick(c);
-    pthread_mutex_unlock(&c->mu);
+}
+
+void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce)
+{
+    rlock__cleanup *j = job_new(m, owner, nonce, 0);
+
+    if (!j)
+        return;
+    pthread_mutex_lock(&m->c->mu);
+    job_queue(m->c, j);
+    pthread_mutex_unlock(&m->c->mu);
+}
+
+void rlock__undo_hold_later(rlock_client *c, const rlock__hold *h)
+{
+    rlock__cleanup *j = job_new(h->m, h->owner.no, h->nonce, h->owed_max_ms);
+
+    if (j)
+        job_queue(c, j);
 }
 
 /* Sends j's undo (mu not held): 1 if it must be tried again. */
@@ -118,6 +145,7 @@ static int send(rlock_client *c, rlock__cleanup *j, int64_t bound)
 
     j->shadow.layout->cancel(&j->shadow, j->owner, j->owner_len, j->nonce,
                              &req);
+    req.tag = j->nonce;
     if (rlock__req_finish(&req) != RLOCK_OK) {
         rlock__req_free(&req);
         return 1;

@@ -18,9 +18,10 @@
  * A hold whose lease end passes without a successful renewal (Redis
  * unreachable, the renewal cap reached, a fixed lease never extended) is
  * lost, and so is one that a renewal finds gone. A lost hold gets its
- * on_lost callback exactly once, from the background, and its next
- * unlock or extend returns RLOCK_ELOST. The holds of an owner the
- * application freed are forgotten: no longer renewed, their keys expire.
+ * on_lost callback exactly once, on a notifier thread (notify.c), never
+ * on the thread that renews, and its next call returns RLOCK_ELOST. The holds
+ * of an owner the application freed are forgotten: no longer renewed, their
+ * keys expire.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
+#include "bg/notify.h"
 #include "core/fork.h"
 #include "core/reply.h"
 #include "layout/layout.h"
@@ -47,7 +49,7 @@ typedef struct renewal {
     size_t key_len;
     char owner[RLOCK__OWNER_MAX];
     size_t owner_len;
-    uint64_t id;    /* the layout's hold_id */
+    uint64_t id;    /* the hold's nonce */
     uint64_t token; /* the client's (0: not drawn) */
     int64_t count;  /* the count Redis keeps */
 } renewal;
@@ -70,14 +72,6 @@ static int may_renew(const rlock__hold *h)
     return topping_up(h) ||
            (h->watchdog && (h->m->opts.max_renewals == 0 ||
                             h->renewals < h->m->opts.max_renewals));
-}
-
-static void mark_lost(rlock__hold *h)
-{
-    if (!h->lost) {
-        h->lost = 1;
-        h->notify = 1;
-    }
 }
 
 /* Whether hold k of a batch of n was renewed over the nodes: 1 by a
@@ -318,7 +312,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
              * stay together and the next step again sends full batches. */
             h->renew_at = t_step + counted * RLOCK__NS_PER_MS / 3;
         } else if (!h->releasing) {
-            mark_lost(h);
+            rlock__bg_lose(c, h);
         }
         if (out->unanswered)
             rlock__hold_owe(h, lease);
@@ -372,8 +366,9 @@ static void renew_due(rlock_client *c)
         rn[n].lay = m->layout;
         rn[n].script = m->layout->renew;
         rn[n].group = c->backend->group(c, rn[n].key, rn[n].key_len);
-        rn[n].owner_len = m->layout->owner(c, h->owner.no, rn[n].owner);
-        rn[n].id = m->layout->hold_id(h);
+        rn[n].owner_len =
+            m->layout->owner(c, h->owner.no, h->nonce, rn[n].owner);
+        rn[n].id = h->nonce;
         rn[n].token = h->token;
         /* The count Redis keeps: one where the client counts. */
         rn[n].count = m->counts_here ? 1 : h->count;
@@ -399,49 +394,6 @@ static void renew_due(rlock_client *c)
     while (n-- > 0)
         free(rn[n].key);
     free(rn);
-}
-
-/* Calls pending on_lost callbacks one at a time, mu released around each;
- * rlock_mutex_free waits for a callback on its mutex to finish. */
-static void notify_lost(rlock_client *c)
-{
-    uint64_t resume = 0; /* serial of the hold to go on from, 0: the head */
-
-    /* One pass over the holds, not one per loss: 100,000 holds lost at
-     * once must not cost 100,000 walks. mu is released around each
-     * callback, so the pass goes on from the next hold by its serial (it
-     * may have gone meanwhile: then from the head, which sees everything
-     * again). */
-    for (;;) {
-        rlock__hold *h =
-            resume ? rlock__hold_by_serial(&c->holds, resume) : NULL;
-        rlock__hold *start = h ? h : c->holds.list;
-        rlock_mutex *m;
-
-        for (h = start; h && (!h->notify || !h->m->opts.on_lost); h = h->next)
-            h->notify = 0; /* nothing to call for it */
-        if (!h) {
-            if (start != c->holds.list) {
-                resume = 0; /* once more from the head, for what came
-                               meanwhile */
-                continue;
-            }
-            return;
-        }
-        h->notify = 0;
-        m = h->m;
-        resume = h->next ? h->next->serial : 0;
-        c->in_callback = m;
-        pthread_mutex_unlock(&c->mu);
-        /* The callback is the application's code: it may fork, and the
-         * calls it makes get the client's own timeouts. */
-        rlock__busy_end();
-        m->opts.on_lost(m, m->opts.on_lost_arg);
-        rlock__busy_begin();
-        pthread_mutex_lock(&c->mu);
-        c->in_callback = NULL;
-        pthread_cond_broadcast(&c->state_cv);
-    }
 }
 
 int64_t rlock__bg_bound(rlock_client *c)
@@ -473,7 +425,7 @@ static void sweep(rlock_client *c)
             continue;
         }
         if (!h->lost && !h->releasing && !h->renewing && h->valid_until <= now)
-            mark_lost(h);
+            rlock__bg_lose(c, h);
     }
 }
 
@@ -481,10 +433,14 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next)
 {
     rlock__hold *h;
 
+    /* Notices of the holds found lost go to their notifiers before any
+     * round trip: a server that stalls the renewals does not hold them
+     * up. */
     sweep(c);
+    rlock__notify_step(c, next);
     renew_due(c);
     sweep(c);
-    notify_lost(c);
+    rlock__notify_step(c, next);
     for (h = c->holds.list; h; h = h->next) {
         if (h->lost || h->releasing)
             continue;

@@ -61,7 +61,6 @@ struct rlock_client {
     rlock__holds holds;     /* mu */
     rlock__waiter *waiters; /* mu */
     unsigned cancel_gen;    /* mu; bumped by rlock_client_cancel_waits */
-    const rlock_mutex *in_callback; /* mu; whose on_lost is running */
     /* The shortest lease this client has used or may grant; bounds the
      * background thread's round trips (mu). */
     int64_t shortest_lease_ms;
@@ -119,6 +118,9 @@ struct rlock_mutex {
      * when asked (the lean form, and a round trip more). Set once, read
      * with relaxed atomics: a hint too. */
     int fenced;
+    /* on_lost callbacks of this mutex under way (mu): rlock_mutex_free
+     * waits for them. */
+    int callbacks;
 };
 
 #endif

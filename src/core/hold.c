@@ -183,6 +183,8 @@ int64_t rlock__hold_countable(const rlock__hold *h, int64_t lease_ms)
 void rlock__hold_owe(rlock__hold *h, int64_t lease_ms)
 {
     h->owed_ms = rlock__hold_countable(h, lease_ms);
+    if (lease_ms > h->owed_max_ms)
+        h->owed_max_ms = lease_ms;
 }
 
 void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns)

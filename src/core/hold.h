@@ -37,8 +37,8 @@ typedef struct rlock__hold {
     uint32_t renewals;    /* renewals done so far */
     int64_t valid_until;  /* monotonic ns: lease end as far as we know */
     int64_t renew_at;     /* monotonic ns: next renewal (watchdog) */
-    int lost;             /* the hold is gone (unlock will say ELOST) */
-    int notify;           /* on_lost is still to be called */
+    int lost;             /* the hold is gone (the next call on it says
+                             ELOST; on_lost was queued, bg/notify.c) */
     int releasing;        /* an unlock that may end the hold is in flight */
     int release_unknown;  /* a final unlock's reply was lost: it may have
                              released the lock already */
@@ -48,6 +48,8 @@ typedef struct rlock__hold {
     int renewing;         /* a renewal of this hold is in flight */
     int64_t owed_ms;      /* the shortest lease that a request of this
                              hold never answered may still set (0: none) */
+    int64_t owed_max_ms;  /* and the longest: a hold lost with such a
+                             request out is given back after it */
 } rlock__hold;
 
 typedef struct rlock__holds {

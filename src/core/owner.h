@@ -41,7 +41,8 @@
  * clients. */
 #define RLOCK__UUID_LEN 36
 /* Longest owner string of any layout, with its NUL. */
-#define RLOCK__OWNER_MAX (RLOCK__UUID_LEN + RLOCK__WHO_MAX + 1 + 20 + 1)
+#define RLOCK__OWNER_MAX                                                       \
+    (RLOCK__UUID_LEN + RLOCK__WHO_MAX + 1 + 20 + 1 + 20 + 1)
 
 struct rlock_owner {
     uint64_t no;

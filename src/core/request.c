@@ -15,6 +15,7 @@ void rlock__req_init(rlock__req *r, const rlock__script *s)
     r->replicas = 0;
     r->nkeys = 0;
     r->failed = 0;
+    r->tag = 0;
     r->argv = r->small_argv;
     r->lens = r->small_lens;
     r->cap = RLOCK__REQ_SMALL;

@@ -56,6 +56,10 @@ typedef struct rlock__req {
     int head;     /* 3 (EVALSHA sha nkeys) or 1 (a command's name) */
     int nkeys;
     int failed; /* out of memory while building: RLOCK_ENOMEM */
+    /* An undo (RLOCK__X_BEHIND): what names it, its acquisition's nonce,
+     * so that a node queues it once behind each connection that owes a
+     * reply, however often it is sent again. */
+    uint64_t tag;
     const char **argv;
     size_t *lens;
     int cap;

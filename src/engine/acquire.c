@@ -177,6 +177,25 @@ static int not_held(rlock__call *call, rlock_mutex *m, tally *t,
     return c->backend->failure(c, "acquire", t->held, res, t->got, call);
 }
 
+/*
+ * A re-entry on a hold that is lost, or whose lease as this client counts
+ * it has ended (the background may not have looked yet), is not a
+ * re-entry and never a fresh hold: the owner is told RLOCK_ELOST, which
+ * reports the loss and forgets the hold (its on_lost notice, queued when
+ * it was marked lost, is delivered whatever happens to the hold). mu
+ * held. RLOCK_OK: h is held.
+ */
+static int lost_reentry(rlock__call *call, rlock_client *c, rlock__hold *h)
+{
+    if (!h->lost && h->valid_until > rlock__now_ns())
+        return RLOCK_OK;
+    rlock__bg_lose(c, h);
+    rlock__hold_remove(&c->holds, h);
+    return rlock__fail(call, RLOCK_ELOST,
+                       "this owner's hold of the lock was lost before this "
+                       "re-entry (it is forgotten; the lock was not taken)");
+}
+
 int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
                    char mode, uint64_t *nonce_io, int64_t *hint_ms)
 {
@@ -198,21 +217,22 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
      * of a hold at a time (rlock__hold_quiet). */
     h = m->counts_here ? rlock__hold_find(&c->holds, m, owner.no)
                        : rlock__hold_quiet(m, owner.no);
-    if (h && h->lost) {
-        rlock__hold_remove(&c->holds, h); /* reported already; afresh */
-        h = NULL;
+    if (h && (rc = lost_reentry(call, c, h)) != RLOCK_OK) {
+        pthread_mutex_unlock(&c->mu);
+        return rc;
     }
     if (h && m->counts_here) {
-        /* Re-entry is counted here; Redis sees one hold. */
-        h->count++;
+        /* Re-entry is counted here, Redis seeing one hold; like every
+         * re-entry it renews the lease (the header's promise), as an
+         * extension to the mutex's lease. */
         pthread_mutex_unlock(&c->mu);
-        return RLOCK_OK;
+        return rlock__reenter_counted(call, m, owner);
     }
     if (h) {
         mode = 'r';
         a.count = h->count;
         a.token = h->token;
-        a.id = lay->hold_id(h);
+        a.id = h->nonce;
         h->extending = 1;
         serial = h->serial;
     }
@@ -224,7 +244,7 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         mode = 't';
     fresh = mode != 'r';
     a.owner = who;
-    a.owner_len = lay->owner(c, owner.no, who);
+    a.owner_len = lay->owner(c, owner.no, fresh ? *nonce_io : a.id, who);
     a.lease_ms = m->lease_ms;
     a.mode = mode;
     a.nonce = *nonce_io;
@@ -343,7 +363,14 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         if (rc == RLOCK_OK) {
             rlock__results_free(&res);
             rlock__req_free(&req);
-            return rlock__sync_new_hold(call, m, owner);
+            rc = rlock__keep_new_hold(call, m, owner);
+            if (rc == RLOCK_EBUSY) {
+                /* Given back under this nonce: spent. */
+                if (hint_ms)
+                    *hint_ms = 0;
+                *nonce_io = rlock__new_nonce(c);
+            }
+            return rc;
         }
     } else if (t.held >= c->quorum) {
         /* The answer came after the lease would have ended (a pause, a

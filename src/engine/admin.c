@@ -103,7 +103,8 @@ int rlock__status(rlock__call *call, rlock_mutex *m, rlock_status *st)
     return rc;
 }
 
-int rlock__force(rlock__call *call, rlock_mutex *m, rlock_status *removed)
+int rlock__force(rlock__call *call, rlock_mutex *m, unsigned flags,
+                 rlock_status *removed)
 {
     rlock_client *c = m->c;
     char unnotified[200] = "";
@@ -113,7 +114,7 @@ int rlock__force(rlock__call *call, rlock_mutex *m, rlock_status *removed)
 
     memset(removed, 0, sizeof *removed);
     removed->lease_ms = -1;
-    m->layout->force(m, &req);
+    m->layout->force(m, flags, &req);
     if ((rc = rlock__send(call, m, &req, 0, &res)) == RLOCK_OK)
         rc = refused(call, m, &res);
     for (i = 0; rc == RLOCK_OK && i < res.n; i++) {

@@ -2,12 +2,14 @@
 /*
  * What every operation of the engine shares: a call's deadline, nonces,
  * who counts re-entries, sending a request through the backend, recording
- * a hold Redis granted, and handing an undo to the background.
+ * a hold Redis granted, handing an undo to the background, and how long
+ * a hold lasts as counted.
  */
 #include <stdlib.h>
 
 #include "backend/backend.h"
 #include "bg/bg.h"
+#include "bg/notify.h"
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
@@ -74,7 +76,6 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
     if (counted < c->shortest_lease_ms)
         c->shortest_lease_ms = counted;
     h->lost = 0;
-    h->notify = 0;
     h->valid_until = t0 + counted * RLOCK__NS_PER_MS -
                      c->backend->margin_ns(c, counted);
     h->renew_at = t0 + counted * RLOCK__NS_PER_MS / 3;
@@ -116,8 +117,9 @@ void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
      * it is queued behind them, not waited for. Where any node did not
      * confirm it, the background sends it again until one does. */
     if (now) {
-        m->layout->cancel(m, who, m->layout->owner(m->c, owner.no, who), nonce,
-                          &req);
+        m->layout->cancel(m, who, m->layout->owner(m->c, owner.no, nonce, who),
+                          nonce, &req);
+        req.tag = nonce;
         done = rlock__send(call, m, &req, RLOCK__X_BEHIND, &res) == RLOCK_OK;
         for (i = 0; i < res.n; i++)
             done = done && res.r[i].rc == RLOCK_OK;
@@ -127,4 +129,35 @@ void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
             return;
     }
     rlock__undo_later(m, owner.no, nonce);
+}
+
+int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                      int64_t *left_ms)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    int64_t left;
+    int rc = RLOCK_OK;
+
+    *left_ms = 0;
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    left = h ? h->valid_until - rlock__now_ns() : 0;
+    if (!h) {
+        rc = rlock__fail(call, RLOCK_ENOTOWNER, "%s holds no lock of this name",
+                         owner.obj ? "this owner" : "this thread");
+    } else if (h->lost || left <= 0) {
+        /* Reported here, and by the hold's next call; on_lost too, if
+         * the background has not called it yet. */
+        rlock__bg_lose(c, h);
+        rc = rlock__fail(call, RLOCK_ELOST,
+                         "the hold was lost or its lease ended");
+    } else {
+        /* Rounded down: never a millisecond more than counted. */
+        *left_ms = left / RLOCK__NS_PER_MS;
+        if (*left_ms == 0)
+            *left_ms = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }

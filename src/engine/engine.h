@@ -58,6 +58,12 @@ int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
 int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
                  uint64_t *token);
 
+/* How long owner's hold of m lasts as counted (mu taken here): RLOCK_OK
+ * and *left_ms > 0, RLOCK_ELOST (the hold is marked lost, not forgotten),
+ * RLOCK_ENOTOWNER. */
+int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                      int64_t *left_ms);
+
 /* Makes m's acquisitions draw their token at once (rlock_with passes it
  * to its callback). */
 void rlock__want_tokens(rlock_mutex *m);
@@ -69,6 +75,7 @@ void rlock__forget(rlock_mutex *m, rlock__as owner);
 
 /* The operators' calls: m's lock as Redis has it, and its removal. */
 int rlock__status(rlock__call *call, rlock_mutex *m, rlock_status *st);
-int rlock__force(rlock__call *call, rlock_mutex *m, rlock_status *removed);
+int rlock__force(rlock__call *call, rlock_mutex *m, unsigned flags,
+                 rlock_status *removed);
 
 #endif

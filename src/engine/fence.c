@@ -17,6 +17,7 @@
  * trip once, not once per hold.
  */
 #include "bg/driver.h"
+#include "bg/notify.h"
 #include "core/handles.h"
 #include "core/reply.h"
 #include "engine/engine.h"
@@ -52,11 +53,8 @@ static void lose(rlock_client *c, rlock_mutex *m, rlock__as owner,
 {
     rlock__hold *h = rlock__hold_find(&c->holds, m, owner.no);
 
-    if (h && h->serial == serial && !h->lost) {
-        h->lost = 1;
-        h->notify = 1;
-        rlock__bg_kick(c);
-    }
+    if (h && h->serial == serial)
+        rlock__bg_lose(c, h);
 }
 
 void rlock__want_tokens(rlock_mutex *m)
@@ -86,7 +84,8 @@ int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
         return rlock__fail(call, RLOCK_EPROTO,
                            "the hold has no token and its layout cannot "
                            "draw one");
-    m->layout->fence(m, who, m->layout->owner(c, owner.no, who), nonce, &req);
+    m->layout->fence(m, who, m->layout->owner(c, owner.no, nonce, who), nonce,
+                     &req);
     req.replicas = m->replicas;
     rc = rlock__send(call, m, &req, 0, &res);
     /* Only a hold of one copy is ever taken without a token. */

@@ -34,10 +34,23 @@ rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner);
  * serial, if it is still there (mu held). */
 void rlock__hold_settled(rlock_client *c, uint64_t serial);
 
-/* With the mutex's replicas: makes sure owner's new hold reached enough
- * of them, or releases it and returns RLOCK_EREPLICAS (or the error that
- * prevented knowing). RLOCK_OK at once without. */
-int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
+/*
+ * Owner's hold of m that this call just took (recorded) is returned as
+ * held only with lease left: RLOCK_OK. A hold whose counted lease is
+ * already over, or that was marked lost, is given back: RLOCK_EBUSY (the
+ * caller spends the acquisition's nonce and may try again). With the
+ * mutex's replicas, it makes sure they have it; a hold with less than a
+ * third of its lease left is renewed first; either failing gives it back
+ * and returns the error (RLOCK_EREPLICAS, a connection error). Within the
+ * call's deadline.
+ */
+int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
+
+/* A re-entry of owner's hold of m that the client counts (Redis sees one
+ * hold): the lease is set again to the mutex's, then the count goes up.
+ * RLOCK_OK, or the extension's error (RLOCK_ELOST: the hold is gone and
+ * forgotten). */
+int rlock__reenter_counted(rlock__call *call, rlock_mutex *m, rlock__as owner);
 
 /* Gives up acquisition nonce of owner: now (now != 0: by the call's
  * deadline, unless that fails) or in the background. The call's error

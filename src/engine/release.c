@@ -65,13 +65,14 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
      * still on its way would say. The background reports it too; this
      * call need not wait for that. */
     if (h->valid_until <= rlock__now_ns()) {
+        rlock__bg_lose(c, h); /* on_lost, as the background would */
         rlock__hold_remove(&c->holds, h);
         pthread_mutex_unlock(&c->mu);
         return rlock__fail(call, RLOCK_ELOST,
                            "the hold's lease ended before this call, with "
                            "no renewal confirmed in time");
     }
-    *id = m->layout->hold_id(h);
+    *id = h->nonce;
     if (token)
         *token = h->token;
     *count = h->count;
@@ -159,7 +160,7 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
     cad = fast ? cad_form(c, m->layout) : NULL;
     for (;;) {
         int again = 0, refused = 0;
-        size_t len = m->layout->owner(c, owner.no, who);
+        size_t len = m->layout->owner(c, owner.no, id, who);
 
         if (cad)
             m->layout->release_cad_add(cad, m, who, len, id, token, &req);
@@ -279,13 +280,13 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     uint64_t id = 0, token = 0;
     int64_t count, t0, margin, valid_until, counted = lease_ms;
     uint64_t serial = 0;
-    int extended = 0, gone = 0, unanswered = 0, i, rc;
+    int extended = 0, gone = 0, unanswered = 0, give_back = 0, i, rc;
     long long acks = 0;
 
     if ((rc = own_hold(call, m, owner, &id, &token, &count, NULL, &serial)) !=
         RLOCK_OK)
         return rc;
-    m->layout->extend(m, who, m->layout->owner(c, owner.no, who), id, token,
+    m->layout->extend(m, who, m->layout->owner(c, owner.no, id, who), id, token,
                       lease_ms, &req);
     req.replicas = m->replicas;
     margin = c->backend->margin_ns(c, lease_ms);
@@ -336,30 +337,35 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
         rlock__hold_owe(h, lease_ms);
     if (rc != RLOCK_OK) {
         /* The lease may or may not have been changed: believe whichever
-         * ends first. */
+         * ends first. A hold reported lost while this waited is nobody's
+         * now, whatever this set or may still set: it is given back. */
         if (h) {
             rlock__hold_may_end(h, valid_until, rlock__now_ns());
             rlock__bg_kick(c);
+            give_back = h->lost && (unanswered || extended > 0);
         }
     } else if (extended < c->quorum) {
         if (h)
             rlock__hold_remove(&c->holds, h);
+        /* Some nodes may have extended it, or may yet: theirs goes too. */
+        give_back = extended > 0 || unanswered;
         rc = rlock__fail(call, RLOCK_ELOST,
                          "the hold had expired or was taken by another "
                          "owner; nothing was extended");
-    } else if (h && h->lost) {
-        /* Told lost already (the old lease ran out while this call
-         * waited for its reply): it stays lost. */
-        rlock__hold_remove(&c->holds, h);
+    } else if (h && (h->lost || rlock__now_ns() >= valid_until)) {
+        /* Told lost already (the old lease ran out while this call waited
+         * for its reply), or confirmed only after the new lease, as we
+         * count it, ended: it stays lost. Redis has just set a lease for
+         * it that nobody owns: given back, or it would stand in the way
+         * for the whole of that lease. */
         rc = rlock__fail(call, RLOCK_ELOST,
-                         "the hold was reported lost before the extension "
-                         "was confirmed");
-    } else if (h && rlock__now_ns() >= valid_until) {
-        /* Confirmed only after the new lease, as we count it, ended. */
+                         h->lost ? "the hold was reported lost before the "
+                                   "extension was confirmed"
+                                 : "the extension was confirmed only after "
+                                   "its lease had ended");
+        rlock__bg_lose(c, h);
         rlock__hold_remove(&c->holds, h);
-        rc = rlock__fail(call, RLOCK_ELOST,
-                         "the extension was confirmed only after its lease "
-                         "had ended");
+        give_back = 1;
     } else if (h) {
         h->valid_until = valid_until;
         h->cur_lease_ms = lease_ms;
@@ -374,6 +380,13 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
     pthread_mutex_unlock(&c->mu);
     rlock__results_free(&res);
     rlock__req_free(&req);
+    if (give_back) {
+        /* Within what is left of this call; else in the background, behind
+         * the request on a connection that still owes its answer. */
+        rlock__call undo;
+        rlock__call_init(&undo, call->deadline_ns);
+        rlock__undo(&undo, m, owner, id, 1);
+    }
     return rc;
 }
 
@@ -384,24 +397,113 @@ int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
                        "the lease end this client counts with is unchanged");
 }
 
-int rlock__sync_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
+int rlock__reenter_counted(rlock__call *call, rlock_mutex *m, rlock__as owner)
 {
-    rlock__call undo;
+    rlock_client *c = m->c;
+    rlock__hold *h;
     int rc;
 
-    if (m->replicas == 0)
+    /* The client counts the levels and Redis sees one hold: the lease is
+     * set again to the mutex's, as a re-entry Redis counts sets it. */
+    rc = extend_hold(call, m, owner, m->lease_ms, "re-entry",
+                     "the hold is kept, not re-entered");
+    if (rc != RLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
+        h->count++;
+    pthread_mutex_unlock(&c->mu);
+    return RLOCK_OK;
+}
+
+/* Forgets owner's hold of m taken by nonce, if it is still the one in the
+ * table, and gives it back to Redis within the call's deadline (else in
+ * the background). */
+static void give_back_new(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                          uint64_t nonce)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    rlock__call undo;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h && h->nonce == nonce)
+        rlock__hold_remove(&c->holds, h);
+    pthread_mutex_unlock(&c->mu);
+    rlock__call_init(&undo, call->deadline_ns);
+    rlock__undo(&undo, m, owner, nonce, 1);
+}
+
+int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+    uint64_t nonce;
+    int64_t left;
+    int rc, renew;
+    rlock__err why;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (!h) {
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_EBUSY,
+                           "the lock was taken, then forgotten before the "
+                           "call could return it");
+    }
+    nonce = h->nonce;
+    left = h->valid_until - rlock__now_ns();
+    if (h->lost || left <= 0) {
+        /* Never returned as held, so never reported: given back. */
+        pthread_mutex_unlock(&c->mu);
+        give_back_new(call, m, owner, nonce);
+        return rlock__fail(call, RLOCK_EBUSY,
+                           "the lock was taken, but its lease as this "
+                           "client counts it ended before the call could "
+                           "return it; it was given back");
+    }
+    /* With the mutex's replicas: a write of our own (the lease set again)
+     * behind which WAIT counts; replication keeps order, so a replica
+     * that has it has the acquisition or grant too, whichever connection
+     * wrote that. Without, a hold with less than a third of the lease
+     * Redis set left (a grant found late, a round trip nearly as long as
+     * the lease: past the point where the watchdog would renew it) is
+     * renewed before it is returned: a call returns a hold with lease
+     * left, never one about to end. */
+    renew =
+        m->replicas > 0 ||
+        left < rlock__hold_countable(h, h->cur_lease_ms) * RLOCK__NS_PER_MS / 3;
+    pthread_mutex_unlock(&c->mu);
+    if (!renew)
         return RLOCK_OK;
-    /* A write of our own (the lease set again) behind which WAIT counts:
-     * replication keeps order, so a replica that has it has the
-     * acquisition or grant too, whichever connection wrote that. */
     rc = extend_hold(call, m, owner, m->lease_ms, "acquire",
                      "the lock was released again");
-    if (rc == RLOCK_OK || rc == RLOCK_ELOST)
-        return rc;
-    /* Not safely held: give it back (to the next waiter, if any). The
+    if (rc == RLOCK_OK) {
+        /* Renewed; still held as the call returns. */
+        pthread_mutex_lock(&c->mu);
+        h = rlock__hold_find(&c->holds, m, owner.no);
+        if (h && h->nonce == nonce && !h->lost &&
+            h->valid_until > rlock__now_ns()) {
+            pthread_mutex_unlock(&c->mu);
+            return RLOCK_OK;
+        }
+        pthread_mutex_unlock(&c->mu);
+        rc = RLOCK_ELOST;
+    }
+    why = call->err;
+    if (rc == RLOCK_ELOST) {
+        /* Gone, or lost while renewed (given back by extend_hold). */
+        give_back_new(call, m, owner, nonce);
+        return rlock__fail(call, RLOCK_EBUSY,
+                           "the lock was taken, but lost before the call "
+                           "could return it (%s)",
+                           why.msg);
+    }
+    /* Not safely held: given back (to the next waiter, if any). The
      * call's detail stays the one that says why. */
-    rlock__call_begin(&undo, m);
-    rlock__release(&undo, m, owner);
+    give_back_new(call, m, owner, nonce);
+    call->err = why;
     return rc;
 }
 

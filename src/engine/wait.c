@@ -15,9 +15,12 @@
  *  - a grant naming this waiter and this wait's nonce arrived: the
  *    releasing script handed the lock to the first live waiter and told
  *    that waiter's client. The waiter then holds the lock without another
- *    round trip. Its lease is counted from before its first attempt of
- *    this wait, which was sent before the grant could happen, so the count
- *    is never later than Redis's;
+ *    round trip. Its lease is counted from before the last attempt of
+ *    this acquisition that found the lock busy: the grant came after that
+ *    attempt ran (an attempt after a grant claims the lock instead), so
+ *    the count is never later than Redis's. A grant found so late that
+ *    less than a third of its lease is left is renewed before the call returns
+ *    (rlock__keep_new_hold), and one whose lease ran out is given back;
  *  - the current lease or the head waiter's place runs out (the hint the
  *    acquire script returned): a holder that crashed, or a message that
  *    was lost, never strands a waiter longer than that;
@@ -26,6 +29,12 @@
  *  - the wait's deadline.
  * Then it tries again; the acquire script re-checks everything, so a
  * spurious wake costs one round trip and is never wrong.
+ *
+ * A timed wait ends within its bound: every step it takes after the wait
+ * began (an attempt, the renewal or replica check of a grant, leaving the
+ * queue) ends by the wait's deadline plus one call's budget (the command
+ * timeout, and the sync timeout with replicas); what leaving could not do
+ * by then is done in the background, behind the requests it undoes.
  *
  * No missed wake-ups: the waiter is registered (and its "woken" flag
  * cleared) before each attempt, and the subscription to the lock's channel
@@ -74,7 +83,10 @@ typedef struct wait {
     int wakes;  /* messages wake it */
     int queued; /* it waits in Redis's queue: leaving takes its place back */
     uint64_t nonce;
-    int64_t t_first; /* before this acquisition's first attempt */
+    int64_t bound;  /* no step ends later (0: none, a wait for ever) */
+    int64_t t_base; /* a grant under nonce was made after this instant:
+                       before the last attempt that found the lock busy */
+    int64_t t_try;  /* before the attempt under way */
     unsigned cancel_gen;
     int attempted;   /* an attempt was made */
     int awaited_sub; /* it waited for the subscription once */
@@ -100,11 +112,10 @@ static int accept_grant(wait *s)
     if (!w->granted)
         return 0;
     w->granted = 0;
-    if (rlock__now_ns() >= s->t_first + w->grant_ms * RLOCK__NS_PER_MS)
+    if (rlock__now_ns() >= s->t_base + w->grant_ms * RLOCK__NS_PER_MS)
         return 0;
-    return rlock__hold_record(s->call, s->m, s->owner, w->grant_token,
-                              w->nonce, 1, s->t_first,
-                              w->grant_ms) == RLOCK_OK;
+    return rlock__hold_record(s->call, s->m, s->owner, w->grant_token, w->nonce,
+                              1, s->t_base, w->grant_ms) == RLOCK_OK;
 }
 
 /* What to do next, before an attempt (mu held). */
@@ -147,6 +158,20 @@ static step before_attempt(wait *s)
     return ATTEMPT;
 }
 
+/* The acquisition was undone and its nonce spent (mu not held): a grant
+ * under the old one is no longer ours to take, and the next attempts
+ * (which refresh our place) carry the new one. */
+static void nonce_spent(wait *s)
+{
+    rlock_client *c = s->m->c;
+
+    pthread_mutex_lock(&c->mu);
+    s->w.nonce = s->nonce;
+    s->w.granted = 0;
+    s->t_base = rlock__now_ns(); /* before the next attempt */
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* What to do after an attempt that answered rc (mu not held). */
 static step after_attempt(wait *s, int rc, uint64_t old_nonce)
 {
@@ -154,14 +179,12 @@ static step after_attempt(wait *s, int rc, uint64_t old_nonce)
     int64_t now, sleep_ms, keepalive_ms = c->opts.waiter_ttl_ms / 3;
 
     s->attempted = 1;
-    if (s->nonce != old_nonce) {
-        /* The attempt was undone and its nonce spent: a grant under the
-         * old one is no longer ours to take, and the next attempts (which
-         * refresh our place) carry the new one. */
+    if (s->nonce != old_nonce)
+        nonce_spent(s);
+    else if (rc == RLOCK_EBUSY) {
+        /* Not granted when that attempt ran: a grant comes after it. */
         pthread_mutex_lock(&c->mu);
-        s->w.nonce = s->nonce;
-        s->w.granted = 0;
-        s->t_first = rlock__now_ns(); /* before the next attempt */
+        s->t_base = s->t_try;
         pthread_mutex_unlock(&c->mu);
     }
     /* A connection that dropped under an attempt (the server closed it, a
@@ -221,6 +244,15 @@ static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until,
             pthread_cond_timedwait(&w->cv, &c->mu, &ts);
 }
 
+/* A step's call: a deadline of its own, no later than the wait's
+ * bound. */
+static void step_call(wait *s, rlock__call *one)
+{
+    rlock__call_begin(one, s->m);
+    if (s->bound && one->deadline_ns > s->bound)
+        one->deadline_ns = s->bound;
+}
+
 /* One attempt with a deadline of its own; its error detail becomes the
  * wait's. */
 static int attempt(wait *s)
@@ -228,24 +260,56 @@ static int attempt(wait *s)
     rlock__call one;
     int rc;
 
-    rlock__call_begin(&one, s->m);
+    step_call(s, &one);
     s->hint_ms = -1;
+    s->t_try = rlock__now_ns();
     rc = rlock__attempt(&one, s->m, s->owner, 'w', &s->nonce, &s->hint_ms);
     if (rc != RLOCK_OK)
         s->call->err = one.err;
     return rc;
 }
 
+/* A grant was taken (recorded): it is the caller's once it is known to
+ * have lease left, and with replicas that they have it (mu not held). A
+ * grant lost before that was given back: the wait goes on under a new
+ * nonce while it has time. */
+static step keep_grant(wait *s)
+{
+    rlock__call one;
+    int rc;
+
+    step_call(s, &one);
+    rc = rlock__keep_new_hold(&one, s->m, s->owner);
+    if (rc == RLOCK_OK) {
+        s->rc = RLOCK_OK;
+        return DONE;
+    }
+    s->call->err = one.err;
+    s->granted = 0;
+    if (rc != RLOCK_EBUSY) {
+        s->rc = rc;
+        return DONE;
+    }
+    s->nonce = rlock__new_nonce(s->m->c);
+    nonce_spent(s);
+    if (s->forever || rlock__now_ns() < s->deadline)
+        return ATTEMPT;
+    s->gave_up = 1;
+    s->rc = RLOCK_ETIMEDOUT;
+    return DONE;
+}
+
 /* Leaves the queue after giving up: no trace, and when the call returns
  * its place is gone. With the nonce: a grant that raced with giving up
- * is returned. The undo gets a deadline of its own; if it fails, the
- * background sends it later. */
+ * is returned. The undo ends by the wait's bound; what it could not do
+ * by then, the background sends later (behind the attempts it undoes). */
 static void leave_now(wait *s)
 {
     rlock__call one;
 
-    rlock__call_begin(&one, s->m);
-    rlock__undo(&one, s->m, s->owner, s->nonce, 1);
+    step_call(s, &one);
+    rlock__undo(&one, s->m, s->owner, s->nonce,
+                rlock__now_ns() < one.deadline_ns);
 }
 
 int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
@@ -267,10 +331,16 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
         lay->wakes && one_copy && c->backend->sub_connect && c->opts.use_pubsub;
     s.queued = (lay->flags & RLOCK__LAY_QUEUE) && one_copy;
     s.nonce = rlock__new_nonce(c);
-    s.t_first = rlock__now_ns();
+    s.t_base = rlock__now_ns();
+    if (!forever) {
+        /* Every step ends by the deadline plus one call's budget. */
+        rlock__call budget;
+        rlock__call_begin(&budget, m);
+        s.bound = deadline_ns + (budget.deadline_ns - rlock__now_ns());
+    }
     s.hint_ms = -1;
     s.w.m = m;
-    s.w.owner_len = lay->owner(c, owner.no, s.w.owner);
+    s.w.owner_len = lay->owner(c, owner.no, s.nonce, s.w.owner);
     s.w.nonce = s.nonce;
     pthread_mutex_lock(&c->mu);
     rlock__waiter_add(&c->waiters, &s.w);
@@ -284,8 +354,6 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
             s.w.woken = 0;
             next = ATTEMPT;
         }
-        if (next == DONE)
-            break;
         if (next == ATTEMPT) {
             uint64_t old_nonce = s.nonce;
             int rc;
@@ -298,6 +366,11 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
             sleep_until(c, &s.w, s.until, s.subscribed);
             next = ATTEMPT;
         }
+        if (next == DONE && s.granted) {
+            pthread_mutex_unlock(&c->mu);
+            next = keep_grant(&s);
+            pthread_mutex_lock(&c->mu);
+        }
         if (next == DONE)
             break;
     }
@@ -308,8 +381,8 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
         lay->pass_on(c, m);
     pthread_mutex_unlock(&c->mu);
 
-    if (s.granted)
-        return rlock__sync_new_hold(call, m, owner);
+    if (s.rc == RLOCK_OK)
+        return RLOCK_OK;
     if (s.gave_up || s.rc == RLOCK_ECANCELED) {
         if (s.queued)
             leave_now(&s);

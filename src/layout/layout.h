@@ -76,14 +76,13 @@ typedef struct rlock__layout {
     /* Fills m's keys, nkeys and channel (prefix: the client's key
      * prefix). RLOCK_OK or RLOCK_ENOMEM. */
     int (*names)(rlock_mutex *m, const char *prefix);
-    /* The owner string of owner number no of client c. */
-    size_t (*owner)(const rlock_client *c, uint64_t no,
+    /* The owner string of owner number no of client c, for the hold
+     * taken (or the acquisition made) under nonce: layouts that know a
+     * hold by its owner only (no nonce in Redis) write a string of its
+     * own for each hold, so that a late request of one hold can never act
+     * on another hold of the same owner. */
+    size_t (*owner)(const rlock_client *c, uint64_t no, uint64_t nonce,
                     char buf[RLOCK__OWNER_MAX]);
-
-    /* What the layout's scripts know a hold by, beside its owner (its
-     * token, or the nonce of the acquisition that took it): the id that
-     * release, extend and the watchdog's batch name it by. */
-    uint64_t (*hold_id)(const rlock__hold *h);
 
     /* The requests. Strings given are borrowed by the request. */
     void (*acquire)(const rlock_mutex *m, const rlock__acq *a, rlock__req *r);
@@ -105,7 +104,8 @@ typedef struct rlock__layout {
     void (*fence)(const rlock_mutex *m, const char *owner, size_t len,
                   uint64_t nonce, rlock__req *r);
     void (*status)(const rlock_mutex *m, rlock__req *r);
-    void (*force)(const rlock_mutex *m, rlock__req *r);
+    /* flags: RLOCK_FORCE_* (rlock_mutex_force_unlock_ex). */
+    void (*force)(const rlock_mutex *m, unsigned flags, rlock__req *r);
     /* The watchdog's batch: KEYS are lock keys, ARGV (owner, id, token,
      * lease_ms) per key (token: the client's, 0 if not drawn); the answer
      * is 1 (renewed) or 0 (gone) per key. */
@@ -172,9 +172,6 @@ char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
                        const char *owner, size_t len, uint64_t id,
                        int64_t lease_ms, rlock__req *r);
-
-/* hold_id for layouts that know a hold by its token. */
-uint64_t rlock__hold_token(const rlock__hold *h);
 
 extern const rlock__layout rlock__layout_native;
 extern const rlock__layout rlock__layout_token;

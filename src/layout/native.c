@@ -50,9 +50,12 @@ static int names(rlock_mutex *m, const char *prefix)
     return m->channel ? RLOCK_OK : RLOCK_ENOMEM;
 }
 
-static size_t owner(const rlock_client *c, uint64_t no,
+/* The nonce is in the value beside the owner: the owner is the same for
+ * every hold. */
+static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
                     char buf[RLOCK__OWNER_MAX])
 {
+    (void)nonce;
     return rlock__owner_plain(c->id, c->who, no, buf);
 }
 
@@ -112,13 +115,6 @@ static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
     rlock__req_argi(r, a->waiter_ttl_ms);
     if (a->mode == 'r')
         rlock__req_argi(r, a->count);
-}
-
-/* A hold is known by the nonce of the acquisition that took it: its
- * token may not be drawn yet. */
-static uint64_t hold_id(const rlock__hold *h)
-{
-    return h->nonce;
 }
 
 /* "<owner> <nonce> ": how the value of the hold starts. */
@@ -189,8 +185,9 @@ static void status(const rlock_mutex *m, rlock__req *r)
     keys(m, 4, r);
 }
 
-static void force(const rlock_mutex *m, rlock__req *r)
+static void force(const rlock_mutex *m, unsigned flags, rlock__req *r)
 {
+    (void)flags; /* its locks always have an expiry */
     rlock__req_init(r, &rlock__lua_native_force);
     keys(m, 4, r);
 }
@@ -333,7 +330,6 @@ const rlock__layout rlock__layout_native = {
     1,
     names,
     owner,
-    hold_id,
     acquire,
     release,
     extend,

@@ -64,11 +64,17 @@ static int names(rlock_mutex *m, const char *prefix)
     return m->keys[1] && m->channel ? RLOCK_OK : RLOCK_ENOMEM;
 }
 
-/* Redisson's field is "<UUID of the client>:<Java thread id>". */
-static size_t owner(const rlock_client *c, uint64_t no,
+/* Redisson's field is "<UUID of the client>:<Java thread id>". rlock
+ * writes a field of its own for each hold, "<client UUID>:<nonce>" (the
+ * acquisition's nonce is unique in the client), so that a late request
+ * of one hold (an undo, a retried release, a renewal never answered)
+ * finds a later hold of the same owner a stranger. Redisson's clients
+ * read only their own fields. */
+static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
                     char buf[RLOCK__OWNER_MAX])
 {
-    return rlock__owner_uuid(c->id, no, buf);
+    (void)no;
+    return rlock__owner_uuid(c->id, nonce, buf);
 }
 
 /* KEYS: lock, fence. ARGV: owner, lease_ms, count held (0: fresh), token
@@ -128,8 +134,9 @@ static void status(const rlock_mutex *m, rlock__req *r)
 }
 
 /* ARGV: channel. */
-static void force(const rlock_mutex *m, rlock__req *r)
+static void force(const rlock_mutex *m, unsigned flags, rlock__req *r)
 {
+    (void)flags; /* its locks always have an expiry */
     rlock__req_init(r, &rlock__lua_redisson_force);
     rlock__req_key(r, m->keys[0], m->key_lens[0]);
     rlock__req_key(r, m->keys[1], m->key_lens[1]);
@@ -209,7 +216,6 @@ const rlock__layout rlock__layout_redisson = {
     1,
     names,
     owner,
-    rlock__hold_token,
     acquire,
     release,
     extend,

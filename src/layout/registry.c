@@ -79,8 +79,3 @@ void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
     rlock__req_argu(r, id);
     rlock__req_argi(r, lease_ms);
 }
-
-uint64_t rlock__hold_token(const rlock__hold *h)
-{
-    return h->token;
-}

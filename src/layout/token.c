@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The token layout (RLOCK_LAYOUT_TOKEN): one string key, the lock's name
- * itself, set with SET NX PX to "<owner>:<token>" (redis-py's Lock,
+ * itself, set with SET NX PX to "<owner>:<token>", the owner string being
+ * the hold's own (it ends with the acquisition's nonce) (redis-py's Lock,
  * node-redlock, redsync, the usual PHP and Go snippets), released by
  * compare-and-delete and extended by compare-and-pexpire, so that rlock
  * and those libraries exclude each other. Fencing tokens come from the
@@ -16,6 +17,7 @@
 
 #include "layout/layout.h"
 #include "layout/scripts.h"
+#include "util/dec.h"
 
 static int names(rlock_mutex *m, const char *prefix)
 {
@@ -35,10 +37,19 @@ static int names(rlock_mutex *m, const char *prefix)
     return RLOCK_OK;
 }
 
-static size_t owner(const rlock_client *c, uint64_t no,
+/* "<client id>@<host>/<pid>:<owner number>.<nonce>": each hold writes
+ * an owner string of its own, so that a late request of one hold (an
+ * undo, a retried release, a renewal never answered) finds a later hold
+ * of the same owner a stranger. The peers see an opaque token. */
+static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
                     char buf[RLOCK__OWNER_MAX])
 {
-    return rlock__owner_plain(c->id, c->who, no, buf);
+    size_t n = rlock__owner_plain(c->id, c->who, no, buf);
+
+    buf[n++] = '.';
+    n += rlock__dec_u64(buf + n, nonce);
+    buf[n] = '\0';
+    return n;
 }
 
 static void both_keys(const rlock_mutex *m, rlock__req *r)
@@ -56,29 +67,30 @@ static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
     rlock__req_argi(r, a->lease_ms);
 }
 
-/* KEYS: lock. ARGV: owner, token. */
+/* KEYS: lock. ARGV: owner (the hold's own), nonce. */
 static void release(const rlock_mutex *m, const char *o, size_t len,
-                    uint64_t token, int64_t count, int fast, rlock__req *r)
+                    uint64_t nonce, int64_t count, int fast, rlock__req *r)
 {
     (void)count;
     (void)fast; /* no fast form */
     rlock__req_init(r, &rlock__lua_token_release);
     rlock__req_key(r, m->keys[0], m->key_lens[0]);
     rlock__req_arg(r, o, len);
-    rlock__req_argu(r, token);
+    rlock__req_argu(r, nonce);
 }
 
-/* KEYS: lock. ARGV: owner, token, lease_ms. */
+/* KEYS: lock. ARGV: owner (the hold's own), token, lease_ms: the whole
+ * value is compared. */
 static void extend(const rlock_mutex *m, const char *o, size_t len,
-                   uint64_t token, uint64_t token_again, int64_t lease_ms,
+                   uint64_t nonce, uint64_t token, int64_t lease_ms,
                    rlock__req *r)
 {
-    (void)token_again; /* the id is the token */
+    (void)nonce; /* in the owner string */
     rlock__extend_req(&rlock__lua_token_extend, m, o, len, token, lease_ms, r);
 }
 
-/* KEYS: lock. ARGV: owner. Whatever hold the owner has there is the
- * abandoned attempt's: an owner does not hold it otherwise. */
+/* KEYS: lock. ARGV: owner, the abandoned acquisition's own string: the
+ * hold it took, if any, is the one whose value starts with it. */
 static void cancel(const rlock_mutex *m, const char *o, size_t len,
                    uint64_t nonce, rlock__req *r)
 {
@@ -94,10 +106,12 @@ static void status(const rlock_mutex *m, rlock__req *r)
     both_keys(m, r);
 }
 
-static void force(const rlock_mutex *m, rlock__req *r)
+/* ARGV: "1" to remove a key without expiry too. */
+static void force(const rlock_mutex *m, unsigned flags, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_token_force);
     both_keys(m, r);
+    rlock__req_args(r, flags & RLOCK_FORCE_NO_EXPIRY ? "1" : "0");
 }
 
 /* The lock's value v (NULL: no key) into st. The scripts refuse every
@@ -157,7 +171,6 @@ const rlock__layout rlock__layout_token = {
     0,
     names,
     owner,
-    rlock__hold_token,
     acquire,
     release,
     extend,

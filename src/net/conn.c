@@ -623,6 +623,11 @@ size_t rlock__conn_ready(const rlock__conn *c)
     return c->nready;
 }
 
+size_t rlock__conn_expected(const rlock__conn *c)
+{
+    return c->expected;
+}
+
 int rlock__conn_sent(const rlock__conn *c)
 {
     return c->sent;

@@ -140,6 +140,9 @@ int rlock__conn_take(rlock__conn *c, redisReply **out);
 size_t rlock__conn_pending(const rlock__conn *c);
 /* Complete replies ready to take. */
 size_t rlock__conn_ready(const rlock__conn *c);
+/* Replies still to arrive, discarded ones included: 0 once the server
+ * has answered everything written to it. */
+size_t rlock__conn_expected(const rlock__conn *c);
 
 /* Gives up the n oldest expected replies (a caller that stopped waiting):
  * they are read and dropped when they come, so that the connection can

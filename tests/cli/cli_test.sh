@@ -236,6 +236,31 @@ case_status_and_unlock_refuse_data_keys() {
     done
 }
 
+# An application's string without expiry under a name is not a lock of
+# the token layout: status says "no expiry" (not a negative lease) and the
+# forced release refuses it, unless the operator says --no-expiry.
+case_a_string_without_expiry_is_no_token_lock_unless_said() {
+    start_redis
+    rcli SET app:config 'db_password=hunter2' > /dev/null
+    "$RLOCK" status --layout token app:config > "$dir/out"; expect_code 0 $? "status"
+    grep -q "count 1, no expiry" "$dir/out" || fail "status said: $(cat "$dir/out")"
+    grep -q -- "-0.00" "$dir/out" && fail "a negative lease: $(cat "$dir/out")"
+    "$RLOCK" status --json --layout token app:config | grep -q '"lease_ms":null,' ||
+        fail "json: $("$RLOCK" status --json --layout token app:config)"
+    "$RLOCK" unlock --force --layout token app:config > "$dir/out" 2> "$dir/err"
+    expect_code 65 $? "unlock --force of a string without expiry"
+    grep -q "no expiry" "$dir/err" || fail "unlock said: $(cat "$dir/err")"
+    [ "$(rcli GET app:config)" = "db_password=hunter2" ] || fail "the string was touched"
+    [ "$(rcli PTTL app:config)" = -1 ] || fail "an expiry was set"
+    "$RLOCK" unlock --force --no-expiry --layout token app:config > "$dir/out"
+    expect_code 0 $? "unlock --force --no-expiry"
+    [ "$(rcli EXISTS app:config)" = 0 ] || fail "not removed with --no-expiry"
+    # A token lock with an expiry needs no flag.
+    rcli SET peer:lock 'f81d4fae7dec11d0a76500a0c91e6bf6' PX 60000 > /dev/null
+    "$RLOCK" unlock --force --layout token peer:lock > /dev/null; expect_code 0 $? "a peer's lock"
+    [ "$(rcli EXISTS peer:lock)" = 0 ] || fail "a peer's lock was not removed"
+}
+
 case_status_json_unlock_and_ping() {
     start_redis
     "$RLOCK" status s1 | grep -qx "s1: free, last token 0, 0 waiting" || fail "status of a fresh name: $("$RLOCK" status s1)"
@@ -667,13 +692,13 @@ case_bad_arguments_table() {
         "64|unknown option --bogus|status|--bogus|held"
         "64|unknown option -j|status|-j|held"
         # unlock
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|held"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|--force"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|held|--force"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|--forc|held"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|-f|held"
-        "64|usage: rlock unlock --force \[--layout L\] NAME|unlock|--force|held|held"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|held"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|--force"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|held|--force"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|--forc|held"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|-f|held"
+        "64|usage: rlock unlock --force \[--no-expiry\] \[--layout L\] NAME|unlock|--force|held|held"
         "64|bad lock name ''|unlock|--force|{empty}"
         "64|bad lock name 'n+'|unlock|--force|{long}"
         # ping
