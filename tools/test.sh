@@ -16,6 +16,10 @@
 #      A, B and C already (fuzz_*_corpus).
 #   E  the ABI check (tools/abi.sh): the exported ABI against the committed
 #      baseline abi/librlock.abi (docs/releasing.md).
+# In A, B and C the schedule explorer (tests/explore, docs/testing.md)
+# replays its kept seeds and runs new schedules for RLOCK_EXPLORE_SECONDS
+# (90 s in A, 60 s in B and C by default); run rlock-explore by hand for
+# longer.
 # Every server is redis-server (Debian 12's Redis 7.0), but for the tests of
 # what only newer servers have, which run Valkey 8.1 built from Debian 13's
 # source, and the newest Valkey and Redis from Debian's sid and
@@ -83,6 +87,10 @@ tsan_env=(
     "TSAN_OPTIONS=halt_on_error=1:exitcode=66:io_sync=0:die_after_fork=0:second_deadlock_stack=1:log_path=$reports/tsan:log_exe_name=1"
 )
 
+# The schedule explorer (docs/testing.md) runs a bounded time in each
+# build; a sanitizer's build is slower, so its calls get more slack.
+export RLOCK_EXPLORE_SECONDS=${RLOCK_EXPLORE_SECONDS:-90}
+export RLOCK_EXPLORE_SLACK_MS=1000
 status=0
 run() { # NAME CTEST-ARGS...
     local name=$1 t0
@@ -93,6 +101,8 @@ run() { # NAME CTEST-ARGS...
     echo "== build $name: tests took $(since "$t0")"
 }
 run "A (gcc -O2; valgrind)" --test-dir build/vg
+RLOCK_EXPLORE_SECONDS=$(( RLOCK_EXPLORE_SECONDS * 2 / 3 ))
+RLOCK_EXPLORE_SLACK_MS=2500
 export "${asan_env[@]}"
 run "B (clang; ASan+UBSan)" --test-dir build/asan-clang \
     -E '^install_find_package_pkg_config$'

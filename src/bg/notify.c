@@ -85,7 +85,9 @@ int rlock__bg_lose(rlock_client *c, rlock__hold *h)
      * the hold is given back, behind it. */
     if (h->owed_max_ms > 0)
         rlock__undo_hold_later(c, h);
-    if (!h->m->opts.on_lost)
+    /* A hold its call has not returned yet is never the owner's to be
+     * told of: that call sees the loss and gives the hold back. */
+    if (!h->m->opts.on_lost || h->unreturned)
         return 1;
     /* Out of memory: the loss is still reported, by the next call on the
      * hold; only the callback is missed. */

@@ -39,6 +39,9 @@ typedef struct rlock__hold {
     int64_t renew_at;     /* monotonic ns: next renewal (watchdog) */
     int lost;             /* the hold is gone (the next call on it says
                              ELOST; on_lost was queued, bg/notify.c) */
+    int unreturned;       /* taken by a call that has not returned it yet:
+                             a loss is that call's to handle (it gives the
+                             hold back), never an on_lost */
     int releasing;        /* an unlock that may end the hold is in flight */
     int release_unknown;  /* a final unlock's reply was lost: it may have
                              released the lock already */

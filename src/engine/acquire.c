@@ -209,14 +209,20 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
     tally t;
     int64_t t0, valid_until;
     uint64_t serial = 0;
-    int rc, fresh;
+    int rc, fresh, late = 0;
 
     memset(&a, 0, sizeof a);
     pthread_mutex_lock(&c->mu);
     /* A re-entry whose count Redis keeps sets the lease: one such request
      * of a hold at a time (rlock__hold_quiet). */
     h = m->counts_here ? rlock__hold_find(&c->holds, m, owner.no)
-                       : rlock__hold_quiet(m, owner.no);
+                       : rlock__hold_quiet(call, m, owner.no, &late);
+    if (late) {
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_ENOREPLY,
+                           "re-entry: a renewal of the hold did not end "
+                           "within the call's deadline");
+    }
     if (h && (rc = lost_reentry(call, c, h)) != RLOCK_OK) {
         pthread_mutex_unlock(&c->mu);
         return rc;

@@ -61,6 +61,7 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
         if (!h)
             return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         h->watchdog = m->opts.lease_ms == 0;
+        h->unreturned = 1; /* until rlock__keep_new_hold returns it */
     }
     /* A re-entry answers the token Redis keeps, 0 if none was drawn; one
      * drawn since (it is kept in Redis too) stays. */
@@ -83,13 +84,21 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
     return RLOCK_OK;
 }
 
-rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner)
+rlock__hold *rlock__hold_quiet(rlock__call *call, rlock_mutex *m,
+                              uint64_t owner, int *late)
 {
+    struct timespec ts = rlock__timespec(call->deadline_ns);
     rlock__hold *h;
 
+    *late = 0;
     while ((h = rlock__hold_find(&m->c->holds, m, owner)) != NULL &&
-           (h->renewing || h->extending))
-        pthread_cond_wait(&m->c->state_cv, &m->c->mu);
+           (h->renewing || h->extending)) {
+        if (rlock__now_ns() >= call->deadline_ns) {
+            *late = 1;
+            return NULL;
+        }
+        pthread_cond_timedwait(&m->c->state_cv, &m->c->mu, &ts);
+    }
     return h;
 }
 

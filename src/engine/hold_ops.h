@@ -26,10 +26,12 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
 
 /* Owner's hold of m (or NULL) once no request that sets its lease is in
  * flight: a renewal, an extension, a re-entry whose count Redis keeps
- * (mu held, waited on). One at a time, each request's confirmed lease is
- * the last one set, unless a request never answered runs later
+ * (mu held, waited on, no later than the call's deadline: then NULL and
+ * *late set). One at a time, each request's confirmed lease is the last
+ * one set, unless a request never answered runs later
  * (rlock__hold_owe). The caller marks its own with h->extending. */
-rlock__hold *rlock__hold_quiet(rlock_mutex *m, uint64_t owner);
+rlock__hold *rlock__hold_quiet(rlock__call *call, rlock_mutex *m,
+                              uint64_t owner, int *late);
 /* Ends an owner's request that set h->extending, h the hold of that
  * serial, if it is still there (mu held). */
 void rlock__hold_settled(rlock_client *c, uint64_t serial);

@@ -44,10 +44,17 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
 {
     rlock_client *c = m->c;
     rlock__hold *h;
+    int late = 0;
 
     pthread_mutex_lock(&c->mu);
-    h = extending ? rlock__hold_quiet(m, owner.no)
+    h = extending ? rlock__hold_quiet(call, m, owner.no, &late)
                   : rlock__hold_find(&c->holds, m, owner.no);
+    if (late) {
+        pthread_mutex_unlock(&c->mu);
+        return rlock__fail(call, RLOCK_ENOREPLY,
+                           "a renewal of the hold did not end within the "
+                           "call's deadline");
+    }
     if (!h) {
         pthread_mutex_unlock(&c->mu);
         return rlock__fail(call, RLOCK_ENOTOWNER,
@@ -474,6 +481,8 @@ int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
     renew =
         m->replicas > 0 ||
         left < rlock__hold_countable(h, h->cur_lease_ms) * RLOCK__NS_PER_MS / 3;
+    if (!renew)
+        h->unreturned = 0; /* the caller's from now on */
     pthread_mutex_unlock(&c->mu);
     if (!renew)
         return RLOCK_OK;
@@ -485,6 +494,7 @@ int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
         h = rlock__hold_find(&c->holds, m, owner.no);
         if (h && h->nonce == nonce && !h->lost &&
             h->valid_until > rlock__now_ns()) {
+            h->unreturned = 0;
             pthread_mutex_unlock(&c->mu);
             return RLOCK_OK;
         }

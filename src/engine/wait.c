@@ -15,10 +15,13 @@
  *  - a grant naming this waiter and this wait's nonce arrived: the
  *    releasing script handed the lock to the first live waiter and told
  *    that waiter's client. The waiter then holds the lock without another
- *    round trip. Its lease is counted from before the last attempt of
- *    this acquisition that found the lock busy: the grant came after that
- *    attempt ran (an attempt after a grant claims the lock instead), so
- *    the count is never later than Redis's. A grant found so late that
+ *    round trip. Its lease is counted from before the first attempt of
+ *    this acquisition (under its nonce), which was sent before the grant
+ *    could happen, so the count is never later than Redis's. (Not from
+ *    the last attempt that found the lock busy: a grant whose message was
+ *    held up may have been made, and have ended, before that attempt ran,
+ *    which then found another owner holding the lock. The explorer found
+ *    two holders that way.) A grant found so late that
  *    less than a third of its lease is left is renewed before the call returns
  *    (rlock__keep_new_hold), and one whose lease ran out is given back;
  *  - the current lease or the head waiter's place runs out (the hint the
@@ -85,8 +88,7 @@ typedef struct wait {
     uint64_t nonce;
     int64_t bound;  /* no step ends later (0: none, a wait for ever) */
     int64_t t_base; /* a grant under nonce was made after this instant:
-                       before the last attempt that found the lock busy */
-    int64_t t_try;  /* before the attempt under way */
+                       before the first attempt under it */
     unsigned cancel_gen;
     int attempted;   /* an attempt was made */
     int awaited_sub; /* it waited for the subscription once */
@@ -181,12 +183,6 @@ static step after_attempt(wait *s, int rc, uint64_t old_nonce)
     s->attempted = 1;
     if (s->nonce != old_nonce)
         nonce_spent(s);
-    else if (rc == RLOCK_EBUSY) {
-        /* Not granted when that attempt ran: a grant comes after it. */
-        pthread_mutex_lock(&c->mu);
-        s->t_base = s->t_try;
-        pthread_mutex_unlock(&c->mu);
-    }
     /* A connection that dropped under an attempt (the server closed it, a
      * proxy restarted) is replaced and the wait goes on, within the
      * deadline; the attempt itself is being undone. Twice in a row is a
@@ -262,7 +258,6 @@ static int attempt(wait *s)
 
     step_call(s, &one);
     s->hint_ms = -1;
-    s->t_try = rlock__now_ns();
     rc = rlock__attempt(&one, s->m, s->owner, 'w', &s->nonce, &s->hint_ms);
     if (rc != RLOCK_OK)
         s->call->err = one.err;

@@ -58,6 +58,8 @@ typedef struct conn {
     int fd[2]; /* [TO_SERVER] the client's socket, [TO_CLIENT] Redis's */
     flow flow[2];
     int dead;
+    long no; /* accept order */
+    int cut; /* the policy dropped it: reset, not closed */
 } conn;
 
 struct rt_proxy {
@@ -72,9 +74,12 @@ struct rt_proxy {
     pthread_mutex_t mu; /* guards the fields below */
     int64_t delay_ms[2];
     int64_t trickle_ms[2]; /* > 0: one byte at a time, this far apart */
-    int stalled; /* RT_PROXY_TO_* bits */
+    int stalled;           /* RT_PROXY_TO_* bits */
     int stop;
     int running; /* the thread was started */
+    rt_proxy_policy policy;
+    void *policy_arg;
+    int cut_all; /* drop every pair at the next round */
     long accepted;
     size_t pending[2];
 };
@@ -128,8 +133,10 @@ static void accept_all(rt_proxy *p)
 
         if (cfd < 0)
             return; /* EAGAIN, or a connection that died before accept */
+        long no;
+
         pthread_mutex_lock(&p->mu);
-        p->accepted++;
+        no = p->accepted++;
         pthread_mutex_unlock(&p->mu);
         sfd = connect_upstream(p);
         c = calloc(1, sizeof *c);
@@ -140,6 +147,7 @@ static void accept_all(rt_proxy *p)
             close(cfd);
             continue;
         }
+        c->no = no;
         set_socket_options(cfd);
         c->fd[TO_SERVER] = cfd;
         c->fd[TO_CLIENT] = sfd;
@@ -199,6 +207,22 @@ static int read_flow(rt_proxy *p, conn *c, int i)
     k->off = 0;
     pthread_mutex_lock(&p->mu);
     k->due_ms = rt_now_ms() + p->delay_ms[i];
+    if (p->policy) {
+        int64_t extra =
+            p->policy(p->policy_arg, c->no,
+                      i == TO_SERVER ? RT_PROXY_TO_SERVER : RT_PROXY_TO_CLIENT,
+                      (size_t)n);
+        if (extra == RT_PROXY_CUT) {
+            pthread_mutex_unlock(&p->mu);
+            free(k);
+            c->cut = 1;
+            return -1;
+        }
+        k->due_ms += extra > 0 ? extra : 0;
+    }
+    /* TCP keeps order: never due before the chunk ahead of it. */
+    if (f->tail && k->due_ms < f->tail->due_ms)
+        k->due_ms = f->tail->due_ms;
     p->pending[i] += (size_t)n;
     pthread_mutex_unlock(&p->mu);
     if (f->tail)
@@ -268,6 +292,8 @@ static int conn_step(rt_proxy *p, conn *c, const struct pollfd pf[2])
         else if ((pf[i].revents & (POLLIN | POLLHUP)) && !c->flow[i].eof &&
                  read_flow(p, c, i) != 0)
             side_failed(p, c, i);
+        if (c->cut)
+            return 1; /* dropped by the policy: reset both sides */
     }
     for (i = 0; i < 2; i++) {
         flow *f = &c->flow[i];
@@ -287,6 +313,11 @@ static void conn_free(rt_proxy *p, conn *c)
 
     for (i = 0; i < 2; i++) {
         flow_drop(p, &c->flow[i], i);
+        if (c->cut) {
+            /* A reset, as a failed network's: nothing more goes out. */
+            struct linger l = {1, 0};
+            setsockopt(c->fd[i], SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
         close(c->fd[i]);
     }
     free(c);
@@ -337,6 +368,11 @@ static void *proxy_main(void *arg)
         pthread_mutex_lock(&p->mu);
         stalled = p->stalled;
         stop = p->stop;
+        if (p->cut_all) {
+            for (c = p->conns; c; c = c->next)
+                c->cut = 1;
+            p->cut_all = 0;
+        }
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
@@ -365,7 +401,7 @@ static void *proxy_main(void *arg)
         /* The pairs in the order their descriptors were polled; pairs
          * accepted below are polled from the next round on. */
         for (c = p->conns, k = 2; c; c = c->next, k += 2)
-            c->dead = conn_step(p, c, &fds[k]);
+            c->dead = c->cut || conn_step(p, c, &fds[k]);
         for (pc = &p->conns; (c = *pc) != NULL;) {
             if (c->dead) {
                 *pc = c->next;
@@ -509,4 +545,21 @@ size_t rt_proxy_pending(rt_proxy *p, int dirs)
         n += p->pending[TO_CLIENT];
     pthread_mutex_unlock(&p->mu);
     return n;
+}
+
+void rt_proxy_set_policy(rt_proxy *p, rt_proxy_policy fn, void *arg)
+{
+    pthread_mutex_lock(&p->mu);
+    p->policy = fn;
+    p->policy_arg = arg;
+    pthread_mutex_unlock(&p->mu);
+    wake(p);
+}
+
+void rt_proxy_cut_all(rt_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->cut_all = 1;
+    pthread_mutex_unlock(&p->mu);
+    wake(p);
 }

@@ -59,6 +59,24 @@ void rt_proxy_blackhole(rt_proxy *p, int dirs);
  * rt_proxy_trickle(p, 0, 400). */
 void rt_proxy_trickle(rt_proxy *p, int64_t to_server_ms, int64_t to_client_ms);
 
+/*
+ * A policy asked about each chunk as it is read: the extra time (ms, >= 0)
+ * it waits before it may be forwarded, on top of its direction's delay,
+ * or RT_PROXY_CUT to drop the connection at once (both sockets are reset;
+ * what either side had sent and was not yet forwarded is lost, as in a
+ * network that failed). conn_no numbers the pairs in the order they were
+ * accepted, from 0; dir is RT_PROXY_TO_SERVER or RT_PROXY_TO_CLIENT. A
+ * chunk never overtakes one of its own flow read before it, whatever its
+ * delay (TCP keeps order); chunks of different connections may. Called on
+ * the proxy's thread. fn NULL: no policy.
+ */
+#define RT_PROXY_CUT (-1)
+typedef int64_t (*rt_proxy_policy)(void *arg, long conn_no, int dir,
+                                   size_t len);
+void rt_proxy_set_policy(rt_proxy *p, rt_proxy_policy fn, void *arg);
+/* Drops every connection at once, as RT_PROXY_CUT does one. */
+void rt_proxy_cut_all(rt_proxy *p);
+
 /* Connections accepted since the start. */
 long rt_proxy_accepted(rt_proxy *p);
 /* Bytes read and not yet forwarded, in the directions in dirs. */

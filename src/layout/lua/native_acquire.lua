@@ -31,11 +31,16 @@ if mode == 'r' then
   put(o, non, n, w == '1' and queued() or '0', tok, lease)
   return {1, tok, n}
 end
-if held and o == owner then
-  -- Granted to us while our message was on its way (or taken by an
-  -- earlier attempt of ours whose answer was lost): claim it, counting
-  -- its lease from this request. The client holds none of it, so the
-  -- count starts again at 1 (levels it counted before are gone to it).
+if held and o == owner and non == nonce then
+  -- Granted to this acquisition while our message was on its way (or
+  -- taken by an earlier attempt of it whose answer was lost): claim it,
+  -- counting its lease from this request. The client holds none of it, so
+  -- the count starts again at 1 (levels it counted before are gone to
+  -- it). A hold of this owner under another nonce is another
+  -- acquisition's: the owner's current hold, which a late attempt of an
+  -- earlier acquisition must not take over (its undo would then free it
+  -- under its holder), or one its client counted lost and forgot, which
+  -- runs out by itself. It is busy to this attempt, as any other hold.
   dequeue(owner)
   put(o, nonce, 1, queued(), tok, lease)
   return {1, tok, 1}
