@@ -26,6 +26,8 @@
 
 /* rlock run --kill-after: from SIGTERM to SIGKILL. */
 #define KILL_AFTER_DEFAULT_MS 5000
+/* COMMAND starts only with at least this much lease left. */
+#define START_LEASE_MIN_MS 100
 
 /* The longest URL taken, with its NUL (from --redis or the environment):
  * a longer one is a usage error, never cut short. */

@@ -2,14 +2,16 @@
 /*
  * rlock run: flock(1) for a fleet.
  *
- * The hold belongs to the thread that took it (an rlock owner is a client
- * and a thread), so one "holder" thread takes the lock, reports, and later
- * releases it when told. The main thread takes in every signal through a
- * signalfd (they are blocked before any thread or child exists) and talks
- * to the keeper (tree.c), the process that parents COMMAND's whole tree:
- * signals are passed on to the tree, a stop signal or a lost lock stops
- * it (SIGKILL after --kill-after), and the lock is released only once no
- * process of the tree is left.
+ * The hold belongs to an rlock_owner, so that any thread may act on it: a
+ * "holder" thread takes the lock (a wait may block), reports, and later
+ * releases it when told; the main thread asks how much lease is left and
+ * tells the keeper, which holds the tree to that end on its own clock,
+ * whatever becomes of rlock run. The main thread takes in every signal
+ * through a signalfd (they are blocked before any thread or child exists)
+ * and talks to the keeper (tree.c), the process that parents COMMAND's
+ * whole tree: signals are passed on to the tree, a stop signal or a lost
+ * lock stops it (SIGKILL after --kill-after), and the lock is released
+ * only once no process of the tree is left.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,7 @@ extern char **environ;
 
 struct holder {
     rlock_mutex *m;
+    rlock_owner *o;   /* the hold's owner */
     int nonblock;
     int64_t wait_ms; /* < 0: forever */
     int rc;          /* result of the acquire */
@@ -50,11 +53,11 @@ static void *holder_main(void *p)
 
     h->began = tree_clock_ms();
     if (h->nonblock)
-        h->rc = rlock_mutex_trylock(h->m);
+        h->rc = rlock_mutex_trylock_as(h->m, h->o);
     else if (h->wait_ms < 0)
-        h->rc = rlock_mutex_lock(h->m);
+        h->rc = rlock_mutex_lock_as(h->m, h->o);
     else
-        h->rc = rlock_mutex_timedlock(h->m, h->wait_ms);
+        h->rc = rlock_mutex_timedlock_as(h->m, h->o, h->wait_ms);
     h->ended = tree_clock_ms();
     /* Only a busy lock or a wait that ran out is a conflict (exit 1, as
      * flock); a server that did not answer is RLOCK_ENOREPLY (exit 69). */
@@ -63,11 +66,11 @@ static void *holder_main(void *p)
      * draws it now (one round trip). Without it COMMAND does not run, and
      * the lock goes back. */
     if (h->rc == RLOCK_OK)
-        h->rc = rlock_mutex_fence(h->m, &h->token);
-    snprintf(h->errmsg, sizeof h->errmsg, "%s",
-             rlock_client_errmsg(rlock_mutex_client(h->m)));
+        h->rc = rlock_mutex_fence_as(h->m, h->o, &h->token);
+    snprintf(h->errmsg, sizeof h->errmsg, "%s", rlock_owner_errmsg(h->o));
     if (h->rc != RLOCK_OK && !h->gave_up && h->rc != RLOCK_ELOST)
-        rlock_mutex_unlock(h->m); /* a no-op (ENOTOWNER) if nothing is held */
+        rlock_mutex_unlock_as(h->m, h->o); /* a no-op (ENOTOWNER) if
+                                              nothing is held */
     if (write(h->done_pipe[1], "d", 1) < 0) {
         /* main is gone; nothing to tell */
     }
@@ -75,10 +78,9 @@ static void *holder_main(void *p)
         return NULL;
     while (read(h->release_pipe[0], &b, 1) < 0 && errno == EINTR)
         ;
-    h->unlock_rc = rlock_mutex_unlock(h->m);
+    h->unlock_rc = rlock_mutex_unlock_as(h->m, h->o);
     if (h->unlock_rc != RLOCK_OK)
-        snprintf(h->errmsg, sizeof h->errmsg, "%s",
-                 rlock_client_errmsg(rlock_mutex_client(h->m)));
+        snprintf(h->errmsg, sizeof h->errmsg, "%s", rlock_owner_errmsg(h->o));
     return NULL;
 }
 
@@ -201,6 +203,49 @@ static int64_t fixed_lease_end(const struct holder *h, int64_t lease_ms,
     return sent + lease_ms - lease_ms / 10;
 }
 
+/* How often rlock run asks how much lease is left and tells the keeper:
+ * a tenth of the lease, and at least this often. */
+#define LEASE_LOOK_MAX_MS 200
+
+/* Tells the keeper where the lease ends now, if that moved; returns the
+ * end said (tree_clock_ms), or last if nothing was said (the hold lost or
+ * gone: the keeper keeps the end it has). *left_ms: what was left. */
+static int64_t tell_lease(struct tree *t, const struct holder *h, int64_t last,
+                          int64_t *left_ms)
+{
+    int64_t left = 0, end;
+
+    if (rlock_mutex_lease_left_as(h->m, h->o, &left) != RLOCK_OK)
+        return last;
+    *left_ms = left;
+    end = tree_clock_ms() + left;
+    if (last >= 0 && end <= last + 5)
+        return last;
+    tree_lease(t, end);
+    return end;
+}
+
+/* A job-control stop of COMMAND (^Z at the terminal, or a background read
+ * or write of it): rlock run stops too, with the same signal, so that the
+ * shell sees its job stopped and gives its prompt back. When the shell
+ * lets it go on (fg, bg), COMMAND goes on too, with the terminal if rlock
+ * run has it. Meanwhile nothing renews the lease: the keeper ends the
+ * tree when it runs out (rlock(1) says so). */
+static void stop_as_a_job(struct tree *t, int sig)
+{
+    sigset_t one;
+
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig); /* stops the whole process until SIGCONT */
+    pthread_sigmask(SIG_BLOCK, &one, NULL);
+    if (t->tty >= 0 && t->command > 0 && tcgetpgrp(t->tty) == getpgrp())
+        tcsetpgrp(t->tty, t->command); /* fg: the terminal is COMMAND's */
+    tree_signal(t, SIGCONT);
+}
+
 int cmd_run(struct cli *cli, int argc, char **argv)
 {
     static int given_sigs[NSIG];
@@ -218,7 +263,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     const char *name = NULL, *wait_s = NULL, *v;
     char **cmd = NULL, **env, *own_env[3];
     int64_t lease_ms = 0, kill_after_ms = KILL_AFTER_DEFAULT_MS;
-    int64_t grace_ms, renew_lease_ms, orphan_until;
+    int64_t grace_ms, renew_lease_ms, orphan_until, said_end = -1, left_ms;
     int i, r, sfd, conflict = EXIT_CONFLICT_DEFAULT, kill_on_lost = 1;
     int layout = RLOCK_LAYOUT_NATIVE, quiet = 0, nsigs = 0;
     int code = 0, lost = 0, status = 0, err, ended = 0;
@@ -385,6 +430,11 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     mo.on_lost = on_lost;
     mo.layout = layout;
     h.m = rlock_mutex_new(c, name, &mo, &err);
+    if (h.m && !(h.o = rlock_owner_new(&err))) {
+        rlock_mutex_free(h.m);
+        rlock_owner_free(h.o);
+        h.m = NULL;
+    }
     if (!h.m) {
         cli_error(cli, c, name, err);
         rlock_client_close(c);
@@ -427,6 +477,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                     "command started\n",
                     sname, strsignal((int)si.ssi_signo));
             rlock_mutex_free(h.m);
+            rlock_owner_free(h.o);
             rlock_client_close(c);
             tree_close(&tree);
             return 128 + (int)si.ssi_signo;
@@ -450,14 +501,36 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             code = exit_code_for(h.rc);
         }
         rlock_mutex_free(h.m);
+        rlock_owner_free(h.o);
         rlock_client_close(c);
         tree_close(&tree);
         return code;
     }
 
+    /* COMMAND never starts with a lease that has run out, or would before
+     * it could do anything (--lease 1ms): the keeper would stop it at
+     * once. */
+    left_ms = 0;
+    if (rlock_mutex_lease_left_as(h.m, h.o, &left_ms) != RLOCK_OK ||
+        left_ms < START_LEASE_MIN_MS) {
+        fprintf(stderr,
+                "rlock run: lock %s: its lease (%lld ms left) ends too soon "
+                "to start %s; not started\n",
+                sname, (long long)left_ms, scmd);
+        tree_close(&tree);
+        release(&h, th);
+        rlock_mutex_free(h.m);
+        rlock_owner_free(h.o);
+        rlock_client_close(c);
+        return EXIT_LOST;
+    }
     orphan_until = -1;
     if (lease_ms > 0)
         orphan_until = fixed_lease_end(&h, lease_ms, cli->command_timeout_ms);
+    /* With --on-lost ignore the caller wants COMMAND to go on without the
+     * lock: the keeper is not told where the lease ends. */
+    if (kill_on_lost)
+        said_end = tell_lease(&tree, &h, -1, &left_ms);
     if (tree_start(&tree, h.token, grace_ms, orphan_until) != 0) {
         fprintf(stderr, "rlock run: cannot start %s: the keeper is gone\n",
                 scmd);
@@ -470,8 +543,15 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         struct pollfd p[3] = {{sfd, POLLIN, 0},
                               {lost_pipe[0], POLLIN, 0},
                               {tree.rep, POLLIN, 0}};
-        if (poll(p, 3, -1) < 0 && errno != EINTR)
+        /* A tenth of what is left (a lease handed over short is renewed
+         * soon), at most LEASE_LOOK_MAX_MS. */
+        int look = (int)(left_ms / 10 < LEASE_LOOK_MAX_MS ? left_ms / 10
+                                                          : LEASE_LOOK_MAX_MS);
+        if (poll(p, 3, look > 5 ? look : 5) < 0 && errno != EINTR)
             break;
+        /* After each renewal, the keeper hears where the lease ends. */
+        if (!lost && kill_on_lost)
+            said_end = tell_lease(&tree, &h, said_end, &left_ms);
         if (p[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == sizeof si &&
@@ -507,6 +587,19 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             case TREE_COMMAND_ENDED:
                 status = st;
                 ended = 1;
+                break;
+            case TREE_COMMAND_STOPPED:
+                stop_as_a_job(&tree, st);
+                break;
+            case TREE_LEASE_ENDING:
+                if (!lost) {
+                    lost = 1;
+                    fprintf(stderr,
+                            "rlock run: the lease of lock %s was ending with "
+                            "no renewal (a fixed lease, rlock run stopped, "
+                            "or Redis out of reach); stopping the command\n",
+                            sname);
+                }
                 break;
             case TREE_EMPTY:
                 goto tree_done;
@@ -544,6 +637,7 @@ tree_done:
         cli_error_detail(cli, "release", h.unlock_rc, h.errmsg);
     }
     rlock_mutex_free(h.m);
+    rlock_owner_free(h.o);
     rlock_client_close(c);
     if (lost && kill_on_lost)
         return EXIT_LOST;

@@ -22,7 +22,7 @@
 #include "tree.h"
 
 struct ctl_msg {
-    char op; /* 'S' start, 'K' signal, 'T' stop */
+    char op; /* 'S' start, 'K' signal, 'T' stop, 'L' the lease's end */
     int sig;
     int64_t ms;
     int64_t until; /* 'S': the orphan's last moment (tree_clock_ms), or -1 */
@@ -30,7 +30,9 @@ struct ctl_msg {
 };
 
 struct rep_msg {
-    char op; /* 'P' started, 'C' COMMAND ended, 'E' tree empty */
+    char op; /* 'P' started, 'C' COMMAND ended, 'E' tree empty, 'Z'
+                COMMAND stopped by job control (status: the signal), 'X'
+                the lease was ending: the keeper stops the tree */
     int status;
     pid_t pid;
 };
@@ -219,12 +221,24 @@ static pid_t start_command(const struct tree *t, const struct tree_spec *sp,
     return pid;
 }
 
+/* Before the lease ends (in tree_clock_ms), the tree gets SIGTERM this
+ * long before (the grace rlock run gave, at most) and SIGKILL this long
+ * before, so that it is gone when the lock may be someone else's. */
+#define LEASE_KILL_MARGIN_MS 50
+
+static int64_t earlier(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 static void keeper_main(struct tree *t, const struct tree_spec *sp)
 {
     sigset_t chld;
     pid_t command = 0;
     int64_t kill_at = -1, orphan_grace_ms = 0, orphan_until = -1;
-    int sfd, started = 0;
+    int64_t lease_end = -1; /* as rlock run last said, or -1 */
+    int64_t term_grace = 0; /* SIGTERM this long before lease_end */
+    int sfd, started = 0, termed = 0;
 
     signal(SIGPIPE, SIG_IGN); /* rlock run gone: its pipe says so */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -236,20 +250,43 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
     for (;;) {
         struct pollfd p[2] = {{t->ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
         struct signalfd_siginfo si;
+        int64_t due = kill_at, now;
         int timeout = -1;
 
-        if (kill_at >= 0) {
-            int64_t now = tree_clock_ms();
-            timeout = (int)(kill_at > now ? kill_at - now : 0);
+        /* The lease's end, on the keeper's own clock: whatever state
+         * rlock run is in (stopped, hung, unable to renew), no process of
+         * the tree outlives it. */
+        if (started && lease_end >= 0) {
+            due = earlier(due, lease_end - LEASE_KILL_MARGIN_MS);
+            if (!termed)
+                due = earlier(due, lease_end - term_grace);
+        }
+        if (due >= 0) {
+            now = tree_clock_ms();
+            timeout = (int)(due > now ? due - now : 0);
         }
         if (poll(p, 2, timeout) < 0 && errno != EINTR)
             _exit(EXIT_OSERR);
         if (t->ctl >= 0 && p[0].revents) {
             struct ctl_msg m;
             ssize_t n = read(t->ctl, &m, sizeof m);
-            if (n == (ssize_t)sizeof m && m.op == 'S' && !started) {
+            if (n == (ssize_t)sizeof m && m.op == 'L') {
+                /* The grace, and never more than a third of what is left
+                 * now: a renewal comes when a third of the lease has
+                 * passed, so a lease just handed over short (the rest of
+                 * a waiter's place) is renewed before that. */
+                lease_end = m.until;
+                term_grace = (lease_end - tree_clock_ms()) / 3;
+                if (term_grace > orphan_grace_ms || !started)
+                    term_grace = orphan_grace_ms;
+            } else if (n == (ssize_t)sizeof m && m.op == 'S' && !started) {
                 orphan_grace_ms = m.ms;
                 orphan_until = m.until;
+                if (lease_end >= 0) {
+                    term_grace = (lease_end - tree_clock_ms()) / 3;
+                    if (term_grace > orphan_grace_ms)
+                        term_grace = orphan_grace_ms;
+                }
                 command = start_command(t, sp, m.token);
                 if (command < 0)
                     _exit(EXIT_OSERR);
@@ -278,7 +315,18 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
         }
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
             ;
-        if (kill_at >= 0 && tree_clock_ms() >= kill_at) {
+        now = tree_clock_ms();
+        if (started && lease_end >= 0 && !termed &&
+            now >= lease_end - term_grace) {
+            /* Nothing renewed the lease in time: the tree stops now, and
+             * is killed just before the lease ends. */
+            termed = 1;
+            send_rep(t->rep, 'X', 0, 0);
+            stop_tree(command, SIGTERM);
+        }
+        if (started && lease_end >= 0 && termed)
+            kill_at = earlier(kill_at, lease_end - LEASE_KILL_MARGIN_MS);
+        if (kill_at >= 0 && now >= kill_at) {
             /* Again every 100 ms while anything is left: what was being
              * forked as the last round ran is caught by the next. */
             stop_tree(command, SIGKILL);
@@ -286,8 +334,17 @@ static void keeper_main(struct tree *t, const struct tree_spec *sp)
         }
         for (;;) {
             int status;
-            pid_t pid = waitpid(-1, &status, WNOHANG);
-            if (pid > 0 && pid == command) {
+            pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
+            if (pid > 0 && pid == command && WIFSTOPPED(status)) {
+                /* ^Z at the terminal, or a read or write from the
+                 * background: rlock run stops as a job would, so that the
+                 * shell that started it gets its prompt back. */
+                int sig = WSTOPSIG(status);
+                if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+                    send_rep(t->rep, 'Z', sig, pid);
+            } else if (pid > 0 && WIFSTOPPED(status)) {
+                /* another process of the tree stopped: not ours to act on */
+            } else if (pid > 0 && pid == command) {
                 send_rep(t->rep, 'C', status, pid);
             } else if (pid < 0 && errno == ECHILD && started) {
                 /* No child, so no descendant: orphans come to us. */
@@ -396,6 +453,11 @@ int tree_stop(struct tree *t, int sig, int64_t grace_ms)
     return send_ctl(t, 'T', sig, grace_ms, -1, 0);
 }
 
+int tree_lease(struct tree *t, int64_t end)
+{
+    return send_ctl(t, 'L', 0, 0, end, 0);
+}
+
 int tree_read(struct tree *t, int *status)
 {
     struct rep_msg r;
@@ -416,6 +478,11 @@ int tree_read(struct tree *t, int *status)
     case 'C':
         *status = r.status;
         return TREE_COMMAND_ENDED;
+    case 'Z':
+        *status = r.status;
+        return TREE_COMMAND_STOPPED;
+    case 'X':
+        return TREE_LEASE_ENDING;
     case 'E':
         if (t->keeper > 0 && waitpid(t->keeper, NULL, 0) == t->keeper)
             t->keeper = 0;

@@ -17,6 +17,13 @@
  *            `- COMMAND (own process group, parent-death signal SIGKILL)
  *                 `- its children, grandchildren, orphans ...
  *
+ * rlock run tells the keeper where the lease ends, at the start and after
+ * every renewal, and the keeper holds the tree to it on its own clock,
+ * whatever state rlock run is in (stopped by a debugger, a frozen cgroup
+ * or job control, hung, or unable to renew): SIGTERM a grace before the
+ * end (a third of the lease at most), SIGKILL just before it. A fixed
+ * lease ends so too, however the command takes SIGTERM.
+ *
  * If rlock run dies (even by SIGKILL) the keeper reads end-of-file on the
  * pipe and stops the tree: SIGTERM, then SIGKILL after a grace that ends
  * well before the lease could (a third of it at most, and never past what
@@ -70,17 +77,24 @@ int tree_start(struct tree *t, uint64_t token, int64_t orphan_grace_ms,
 /* Sends sig to every process of the tree. */
 int tree_signal(struct tree *t, int sig);
 
+/* The lease ends at end (tree_clock_ms): the keeper sends SIGTERM to the
+ * tree the orphan grace before, and SIGKILL just before, unless a later
+ * end comes first. */
+int tree_lease(struct tree *t, int64_t end);
+
 /* Sends sig (and SIGCONT) to every process of the tree, then SIGKILL
  * after grace_ms to whatever is left. */
 int tree_stop(struct tree *t, int sig, int64_t grace_ms);
 
 /* A report from the keeper, read from t->rep when it is readable. */
 enum { TREE_NONE, TREE_STARTED, TREE_EXEC_FAILED, TREE_COMMAND_ENDED,
-       TREE_EMPTY, TREE_GONE };
+       TREE_EMPTY, TREE_GONE, TREE_COMMAND_STOPPED, TREE_LEASE_ENDING };
 /* Reads one report: TREE_STARTED (t->command set), TREE_EXEC_FAILED
  * (*status: the exit code, 126 or 127), TREE_COMMAND_ENDED (*status as
- * from waitpid), TREE_EMPTY (no process of the tree left; the keeper has
- * exited), or TREE_GONE (the keeper died without saying so). */
+ * from waitpid), TREE_COMMAND_STOPPED (job control stopped COMMAND:
+ * *status is the signal), TREE_LEASE_ENDING (nothing renewed the lease
+ * in time: the keeper stops the tree), TREE_EMPTY (no process of the tree left; the
+ * keeper has exited), or TREE_GONE (the keeper died without saying so). */
 int tree_read(struct tree *t, int *status);
 
 /* When the keeper is gone without a report (TREE_GONE): stops whatever is

@@ -12,6 +12,7 @@ RLOCK=${RLOCK_BIN:?set RLOCK_BIN}
 SERVER=${RLOCK_TEST_SERVER:-redis-server}
 unset RLOCK_URL REDIS_URL RLOCK_WATCHDOG_LEASE
 dir=$(mktemp -d /tmp/rlock-cli-XXXXXX)
+here=$(cd "$(dirname "$0")" && pwd)
 redis_pid=
 
 # RLOCK_VALGRIND=1 (the cli_valgrind_* tests): every rlock the case runs goes
@@ -992,6 +993,52 @@ case_sigkill_late_in_a_fixed_lease_stops_the_tree_within_it() {
     kill -KILL "$pid"
     none_alive_at_lease_end '{rlock:fl}'
     wait "$pid" 2>/dev/null
+}
+
+# rlock run stopped (kill -STOP: a debugger, a frozen cgroup) renews
+# nothing: the keeper ends the tree by the lease end on its own clock, and
+# another owner's run never overlaps it.
+case_stopped_rlock_run_stops_the_tree_by_the_lease_end() {
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=900ms
+    D=$dir T=''; export D T
+    start_tree st stubborn
+    kill -STOP $tree_pid
+    none_alive_at_lease_end '{rlock:st}'
+    "$RLOCK" run -n st -- true; expect_code 0 $? "a second owner after the lease"
+    kill -CONT $tree_pid
+    wait $tree_pid; expect_code 79 $? "the stopped run, resumed"
+    unset RLOCK_WATCHDOG_LEASE
+}
+
+# A fixed --lease ends the tree within it, however COMMAND takes SIGTERM
+# (--kill-after is cut to the lease), and a lease that would end before
+# COMMAND could run starts nothing.
+case_fixed_lease_ends_the_tree_within_it() {
+    start_redis
+    rm -f "$dir/pids"
+    D=$dir "$RLOCK" run --lease 1500ms --kill-after 10s fx -- sh -c '
+        trap "" TERM; echo $$ >> "$D/pids"
+        sleep 300 & echo $! >> "$D/pids"
+        wait' 2>"$dir/err" &
+    local pid=$!
+    wait_for 10 npids 2 || fail "the tree did not start: $(cat "$dir/pids" 2>/dev/null)"
+    none_alive_at_lease_end '{rlock:fx}'
+    wait "$pid"; expect_code 79 $? "a run whose fixed lease ended"
+    rm -f "$dir/started"
+    "$RLOCK" run --lease 1ms tiny -- touch "$dir/started" 2>"$dir/err"
+    expect_code 79 $? "a 1 ms lease"
+    [ ! -e "$dir/started" ] || fail "COMMAND ran with a lease that had ended"
+    grep -q "too soon" "$dir/err" || fail "said: $(cat "$dir/err")"
+}
+
+# ^Z at a terminal: COMMAND and rlock stop as one job, the shell gets its
+# prompt back, and fg lets them go on (tests/cli/pty_job.py drives bash in
+# a pseudo-terminal).
+case_ctrl_z_stops_the_job_and_fg_resumes_it() {
+    start_redis
+    command -v python3 >/dev/null || fail "python3 is needed"
+    python3 "$here/pty_job.py" "$RLOCK" "$dir" || fail "the job did not stop and resume"
 }
 
 case_lost_lock_stops_the_whole_tree() {
