@@ -79,9 +79,14 @@ int cli_flag(char **argv, int *i, const char *cmd, const char *short_name,
  * CLI_URL_MAX bytes or longer. */
 int cli_pick_url(struct cli *cli, const char *given);
 
-/* Where the password of a URL is: [*from, *to) between "user:" and '@'.
- * 1 if it has one, else 0. */
+/* Where the password of a URL is: [*from, *to) between "user:" and '@'
+ * (1), or the whole of a userinfo without a colon, which may be a password
+ * alone ("redis://secret@host", 2); 0 if it has none. */
 int url_password_span(const char *url, size_t *from, size_t *to);
+/* The value of the first query parameter of url rlock does not know (a
+ * secret put in the wrong place, password=...) that starts at or after
+ * start: [*from, *to). 1 if there is one. */
+int url_query_secret(const char *url, size_t start, size_t *from, size_t *to);
 
 /* The URL without its password ("redis://u:pw@h" -> "redis://u@h",
  * "redis://:pw@h" -> "redis://h"), or unchanged if it has none; len >

@@ -20,10 +20,14 @@ static int is_help(const char *a)
  * has a copy. */
 static void scrub_password(char *arg)
 {
-    size_t from, to;
+    size_t from, to, start = 0;
 
     if (url_password_span(arg, &from, &to))
         memset(arg + from, '*', to - from);
+    while (url_query_secret(arg, start, &from, &to)) {
+        memset(arg + from, '*', to - from);
+        start = to;
+    }
 }
 
 /* The first line of a password file, without its line end. */

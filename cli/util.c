@@ -128,29 +128,74 @@ int url_password_span(const char *url, size_t *from, size_t *to)
     if (!at)
         return 0;
     colon = memchr(scheme + 3, ':', (size_t)(at - (scheme + 3)));
-    if (!colon)
-        return 0;
+    if (!colon) {
+        /* "redis://secret@host" (Lettuce's form, which rlock refuses):
+         * what stands before the '@' may well be a password. */
+        if (at == scheme + 3)
+            return 0;
+        *from = (size_t)(scheme + 3 - url);
+        *to = (size_t)(at - url);
+        return 2;
+    }
     *from = (size_t)(colon + 1 - url);
     *to = (size_t)(at - url);
     return 1;
 }
 
+int url_query_secret(const char *url, size_t start, size_t *from, size_t *to)
+{
+    static const char *const known[] = {"db",       "tls",   "cacert",
+                                        "cert",     "key",   "sni",
+                                        "insecure", "drift", "node_timeout_ms"};
+    const char *q = strchr(url, '?'), *p;
+
+    if (!q)
+        return 0;
+    for (p = q + 1; *p;) {
+        size_t len = strcspn(p, "&"), klen = strcspn(p, "=&"), i;
+        int ok = 0;
+        for (i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (klen == strlen(known[i]) && memcmp(p, known[i], klen) == 0)
+                ok = 1;
+        if (!ok && klen < len && (size_t)(p + klen + 1 - url) >= start) {
+            *from = (size_t)(p + klen + 1 - url);
+            *to = (size_t)(p + len - url);
+            return 1;
+        }
+        p += len + (p[len] ? 1 : 0);
+    }
+    return 0;
+}
+
 /* redis://user:secret@host -> redis://user:<mask>@host; with mask NULL,
- * redis://user@host (and redis://:secret@host -> redis://host). */
+ * redis://user@host (and redis://:secret@host -> redis://host). A
+ * userinfo without a colon, redis://secret@host, is masked whole
+ * (redis://<mask>@host; with mask NULL, redis://host). With mask, the
+ * value of a query parameter rlock does not know (password=...) is masked
+ * too. */
 static void hide_password(const char *url, char *out, size_t len,
                           const char *mask)
 {
-    size_t from, to;
+    size_t from, to, start = 0;
+    int kind = url_password_span(url, &from, &to);
 
     snprintf(out, len, "%s", url);
-    if (!url_password_span(url, &from, &to))
-        return;
-    if (mask)
+    if (kind == 2 && mask)
         snprintf(out, len, "%.*s%s%s", (int)from, url, mask, url + to);
-    else if (url[from - 2] == '/') /* no user: "scheme://:secret@" */
+    else if (kind == 2)
+        snprintf(out, len, "%.*s%s", (int)from, url, url + to + 1);
+    else if (kind && mask)
+        snprintf(out, len, "%.*s%s%s", (int)from, url, mask, url + to);
+    else if (kind && url[from - 2] == '/') /* no user: "scheme://:secret@" */
         snprintf(out, len, "%.*s%s", (int)(from - 1), url, url + to + 1);
-    else
+    else if (kind)
         snprintf(out, len, "%.*s%s", (int)(from - 1), url, url + to);
+    while (mask && url_query_secret(out, start, &from, &to)) {
+        char rest[CLI_URL_MAX];
+        snprintf(rest, sizeof rest, "%s", out + to);
+        snprintf(out + from, len - from, "%s%s", mask, rest);
+        start = from + strlen(mask);
+    }
 }
 
 void url_strip_password(const char *url, char *out, size_t len)

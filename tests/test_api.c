@@ -175,6 +175,14 @@ TEST(bad_urls_and_options_are_refused)
         "unix://relative/path",
         "unix:///tmp/x.sock?foo=1",
         "unix:///tmp/x.sock?db=x",
+        /* The database twice: which was meant is unknown. */
+        "redis://host/3?db=4",
+        "redis://host/3?db=3",
+        "redis://host?db=1&db=2",
+        "redis://host?sni=a&sni=b",
+        /* TLS over a unix socket has no name to check: sni= or insecure=1. */
+        "unix:///tmp/x.sock?tls=1",
+        "unix:///tmp/x.sock?cacert=/ca.pem",
     };
     rlock_client_opts o;
     size_t i;

@@ -221,6 +221,56 @@ TEST(tls_is_verified_and_refusals_name_their_cause)
     tls_env_stop(&e);
 }
 
+/* A URL can only add TLS: what the options ask for stays, and a URL that
+ * says otherwise is refused before anything is sent (whoever can set a
+ * program's RLOCK_URL must not turn TLS off or bring a CA of their own). */
+TEST(a_url_can_only_add_tls)
+{
+    tls_env e;
+    char q[1200];
+    rlock_client_opts o;
+    rlock_client *c;
+    int err;
+
+    tls_env_start(&e, 0);
+    rlock_client_opts_init(&o);
+    o.tls = 1;
+    o.tls_ca_file = e.ca;
+    /* tls=0 over the options' tls: refused, not a plain connection. */
+    snprintf(q, sizeof q, "redis://127.0.0.1:%d?tls=0", rt_server_port(e.s));
+    CHECK(rlock_client_open(q, &o, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(strstr(rlock_client_errmsg(NULL), "tls=0") != NULL);
+    /* Another CA, or verification off, over the options' CA. */
+    snprintf(q, sizeof q, "redis://127.0.0.1:%d?cacert=%s", e.port,
+             e.other_ca);
+    CHECK(rlock_client_open(q, &o, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    snprintf(q, sizeof q, "redis://127.0.0.1:%d?insecure=1", e.port);
+    CHECK(rlock_client_open(q, &o, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    snprintf(q, sizeof q, "redlock://127.0.0.1:%d?tls=0", e.port);
+    CHECK(rlock_client_open(q, &o, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    /* Saying the same again, or adding what the options left open, is
+     * fine. */
+    snprintf(q, sizeof q, "redis://127.0.0.1:%d?tls=1&cacert=%s&sni=localhost",
+             e.port, e.ca);
+    c = rt_client(q, &o);
+    works(c);
+    rlock_client_close(c);
+    /* A TLS connection without a name to verify is refused, whatever
+     * asks for it (the URL check aside). */
+    rlock_client_opts_init(&o);
+    o.tls = 1;
+    o.tls_ca_file = e.ca;
+    CHECK(rlock_client_open("unix:///tmp/rlock-no-such.sock", &o, &err) ==
+          NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(strstr(rlock_client_errmsg(NULL), "sni=") != NULL);
+    tls_env_stop(&e);
+}
+
 TEST(mutual_tls_needs_the_client_certificate)
 {
     tls_env e;

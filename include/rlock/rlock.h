@@ -251,10 +251,18 @@ typedef struct rlock_client_opts {
      * client certificate for mutual TLS. tls_sni: the name sent as SNI and
      * checked in the certificate (default: the host). Strings are copied;
      * NULL for none. URL query parameters tls=1, cacert=, cert=, key=,
-     * sni= and insecure=1 set the same and take precedence, in every URL
-     * kind (for redis-sentinel://, redis-cluster:// and redlock:// they
-     * apply to every connection); any of cacert=, cert=, key=, sni= and
-     * insecure= in a URL turns TLS on. */
+     * sni= and insecure=1 set the same, in every URL kind (for
+     * redis-sentinel://, redis-cluster:// and redlock:// they apply to
+     * every connection); any of cacert=, cert=, key=, sni= and insecure=
+     * in a URL turns TLS on. A URL can only add TLS, a CA, certificates or
+     * a name, never take away what these options ask for: tls=0 with tls
+     * set, insecure=1 with tls_ca_file set, or a cacert=, cert=, key= or
+     * sni= other than the option's, is RLOCK_EINVAL (whoever can set a
+     * program's RLOCK_URL could otherwise turn TLS off). TLS over a unix
+     * socket verifies the name given by sni= or tls_sni; without one it
+     * needs insecure=1 (RLOCK_EINVAL otherwise): there is no host name to
+     * check, and a chain alone would pass any certificate its CAs ever
+     * signed. */
     int tls;
     const char *tls_ca_file;
     const char *tls_cert_file;
@@ -272,7 +280,8 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * address fails here, not at the first lock).
  *
  * url: "redis://[user[:password]@]host[:port][/db]" (port 6379 by default,
- * IPv6 hosts in brackets, user and password may be percent-encoded),
+ * IPv6 hosts in brackets, user and password may be percent-encoded; the
+ * database given once, by the path or db=),
  * "unix:///path/to/socket[?db=N]", or, for Redlock over independent
  * masters, "redlock://host:port,host:port,...[?drift=F&node_timeout_ms=N]"
  * (1 to 16 nodes; credentials from opts; drift 0 <= F < 1, default 0.01;

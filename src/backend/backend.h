@@ -92,8 +92,11 @@ void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg);
  * may have changed: copies of the file names, for nodes opened later. */
 int rlock__client_tls(rlock_client *c, const rlock_client_opts *opts,
                       rlock__call *call);
-/* What a URL says of TLS, over the options. */
-void rlock__url_tls(const rlock__url *u, rlock_client_opts *eff);
+/* What a URL says of TLS, added to the options: RLOCK_EINVAL when it
+ * contradicts them (a URL can only add TLS, a CA, certificates or a
+ * name). */
+int rlock__url_tls(const rlock__url *u, rlock_client_opts *eff,
+                   rlock__call *call);
 /* PING and INFO server on node n. */
 int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,
                      rlock__call *call);

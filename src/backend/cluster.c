@@ -407,8 +407,9 @@ static int open_cluster(rlock_client *c, const char *url,
     memset(k->map, 0xff, sizeof k->map);
     if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
         return rc;
-    rlock__url_tls(&tls, &eff);
-    rc = rlock__client_tls(c, &eff, call);
+    rc = rlock__url_tls(&tls, &eff, call);
+    if (rc == RLOCK_OK)
+        rc = rlock__client_tls(c, &eff, call);
     rlock__url_free(&tls);
     if (rc != RLOCK_OK) {
         free(rest);

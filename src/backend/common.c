@@ -78,20 +78,45 @@ int rlock__client_tls(rlock_client *c, const rlock_client_opts *opts,
     return RLOCK_OK;
 }
 
-void rlock__url_tls(const rlock__url *u, rlock_client_opts *eff)
+/* A URL's string over the option's: an option set stays (the URL may
+ * say the same again). 0, or -1 when they differ. */
+static int add_str(const char *url_value, const char **opt)
 {
-    if (u->tls >= 0)
-        eff->tls = u->tls;
-    if (u->tls_insecure >= 0)
-        eff->tls_insecure = u->tls_insecure;
-    if (u->tls_ca)
-        eff->tls_ca_file = u->tls_ca;
-    if (u->tls_cert)
-        eff->tls_cert_file = u->tls_cert;
-    if (u->tls_key)
-        eff->tls_key_file = u->tls_key;
-    if (u->tls_sni)
-        eff->tls_sni = u->tls_sni;
+    if (!url_value)
+        return 0;
+    if (*opt && strcmp(*opt, url_value) != 0)
+        return -1;
+    *opt = url_value;
+    return 0;
+}
+
+int rlock__url_tls(const rlock__url *u, rlock_client_opts *eff,
+                   rlock__call *call)
+{
+    /* A URL may add TLS, a CA, certificates, a name: never take away what
+     * the program asked for. Whoever can set RLOCK_URL or REDIS_URL could
+     * otherwise turn TLS off (tls=0) or trust a CA of their own. */
+    if (u->tls == 0 && eff->tls)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "the URL's tls=0 contradicts the client's TLS "
+                           "option: a URL can only add TLS");
+    if (u->tls_insecure == 1 && eff->tls_ca_file)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "the URL's insecure=1 contradicts the client's CA "
+                           "file: a URL cannot turn verification off");
+    if (add_str(u->tls_ca, &eff->tls_ca_file) ||
+        add_str(u->tls_cert, &eff->tls_cert_file) ||
+        add_str(u->tls_key, &eff->tls_key_file) ||
+        add_str(u->tls_sni, &eff->tls_sni))
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "the URL's cacert=, cert=, key= or sni= "
+                           "contradicts the client's option of the same "
+                           "meaning");
+    if (u->tls == 1)
+        eff->tls = 1;
+    if (u->tls_insecure == 1)
+        eff->tls_insecure = 1;
+    return RLOCK_OK;
 }
 
 int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,

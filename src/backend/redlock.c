@@ -77,10 +77,15 @@ static int parse_params(const char *a, double *drift, int *node_timeout_ms,
                                    buf);
             *node_timeout_ms = (int)v;
         } else {
+            /* The name only: its value may be a secret put in the wrong
+             * place (password=...). */
+            size_t klen = strcspn(a, "=&");
+            if (klen > alen)
+                klen = alen;
             return rlock__fail(call, RLOCK_EINVAL,
                                "redlock URL: unknown parameter \"%.*s\" "
                                "(drift, node_timeout_ms)",
-                               (int)alen, a);
+                               (int)(klen < 40 ? klen : 40), a);
         }
         a += alen + (amp ? 1 : 0);
     }
@@ -267,8 +272,9 @@ static int open_redlock(rlock_client *c, const char *url,
     c->bk = r;
     if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
         return rc;
-    rlock__url_tls(&tls, &eff);
-    rc = rlock__client_tls(c, &eff, call);
+    rc = rlock__url_tls(&tls, &eff, call);
+    if (rc == RLOCK_OK)
+        rc = rlock__client_tls(c, &eff, call);
     rlock__url_free(&tls);
     spec = rest + strlen("redlock://");
     if (rc == RLOCK_OK)

@@ -221,8 +221,9 @@ static int open_sentinel(rlock_client *c, const char *url,
      * (sentinels and masters); the rest is the sentinel URL's. */
     if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
         return rc;
-    rlock__url_tls(&tls, &eff);
-    rc = rlock__client_tls(c, &eff, call);
+    rc = rlock__url_tls(&tls, &eff, call);
+    if (rc == RLOCK_OK)
+        rc = rlock__client_tls(c, &eff, call);
     rlock__url_free(&tls);
     if (rc == RLOCK_OK)
         rc = rlock__sentinel_parse(rest + strlen("redis-sentinel://"),

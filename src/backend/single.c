@@ -34,7 +34,15 @@ static int open_single(rlock_client *c, const char *url,
     c->bk = s;
     if ((rc = rlock__url_parse(url, &s->url, &call->err)) != RLOCK_OK)
         return rc;
-    rlock__url_tls(&s->url, &eff);
+    if ((rc = rlock__url_tls(&s->url, &eff, call)) != RLOCK_OK)
+        return rc;
+    /* Over a unix socket there is no host name to check the server's
+     * certificate against: sni= names it, or insecure=1 says not to. */
+    if (s->url.path && eff.tls && !eff.tls_sni && !eff.tls_insecure)
+        return rlock__fail(call, RLOCK_EINVAL,
+                           "TLS over a unix:// URL needs the server's name "
+                           "to verify (sni=NAME, or the tls_sni option), or "
+                           "insecure=1 to skip verification");
     if ((rc = rlock__client_tls(c, &eff, call)) != RLOCK_OK)
         return rc;
     /* Each of the options' credentials overrides the URL's: a password

@@ -357,7 +357,19 @@ int rlock__tls_attach(rlock__conn *c, const rlock__tls_ctx *ctx,
     SSL_set_bio(ssl, bio, bio);
     if (server_name[0] && !is_address(server_name))
         SSL_set_tlsext_host_name(ssl, server_name);
-    if (!ctx->insecure && server_name[0]) {
+    /* Verifying a chain without a name would take any certificate the
+     * CAs ever signed, for any name: a connection with no name to check
+     * (a unix socket without sni=) is refused unless verification is
+     * off. */
+    if (!ctx->insecure && !server_name[0]) {
+        SSL_free(ssl);
+        err->code = RLOCK_EINVAL;
+        snprintf(err->msg, sizeof err->msg,
+                 "TLS: no server name to verify the certificate against "
+                 "(give sni=NAME, or insecure=1 to skip verification)");
+        return err->code;
+    }
+    if (!ctx->insecure) {
         X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
         int ok = is_address(server_name)
                      ? X509_VERIFY_PARAM_set1_ip_asc(p, server_name)

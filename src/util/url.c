@@ -100,8 +100,11 @@ static int parse_userinfo(const char *s, size_t len, rlock__url *u,
     const char *colon = memchr(s, ':', len);
     int why = RLOCK_OK;
 
+    /* (Lettuce writes a password alone before the '@': it is not said
+     * back, whatever it is.) */
     if (!colon)
-        return bad(e, "a user name needs a password (user:password@)");
+        return bad(e, "a user name needs a password (user:password@; a "
+                      "password alone is :password@)");
     if (colon > s) {
         u->user = decode(s, (size_t)(colon - s), &why);
         if (!u->user)
@@ -126,10 +129,16 @@ static int query_param(const char *k, size_t klen, const char *v, size_t vlen,
     int why = RLOCK_OK;
 
 #define KEY_IS(word) (klen == strlen(word) && memcmp(k, word, klen) == 0)
-    if (KEY_IS("db"))
+    if (KEY_IS("db")) {
+        /* Given twice (/3?db=4, db=3&db=4): which was meant is unknown. */
+        if (u->db_given)
+            return bad(e, "the database is given twice (/N and db=, or db= "
+                          "twice)");
+        u->db_given = 1;
         return parse_int(v, vlen, 0, INT_MAX, &u->db) == 0
                    ? RLOCK_OK
                    : bad(e, "db must be a non-negative number");
+    }
     if (KEY_IS("tls") || KEY_IS("insecure")) {
         int *flag = KEY_IS("tls") ? &u->tls : &u->tls_insecure;
         if (vlen != 1 || (v[0] != '0' && v[0] != '1'))
@@ -151,6 +160,8 @@ static int query_param(const char *k, size_t klen, const char *v, size_t vlen,
                               "malformed Redis URL: unknown parameter \"%.*s\" "
                               "(db, tls, cacert, cert, key, sni, insecure)",
                               (int)(klen < 40 ? klen : 40), k);
+    if (*str)
+        return bad(e, "a parameter is given twice");
     free(*str);
     *str = decode(v, vlen, &why);
     if (!*str)
@@ -307,6 +318,7 @@ static int parse_tcp(const char *s, rlock__url *u, rlock__err *e)
         parse_int(slash + 1, (size_t)(stop - slash - 1), 0, INT_MAX, &u->db) !=
             0)
         return bad(e, "database must be a non-negative number (/N)");
+    u->db_given = slash && slash + 1 < stop;
     return query ? rlock__url_query(query + 1, u, e) : RLOCK_OK;
 }
 

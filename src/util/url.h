@@ -18,6 +18,7 @@ typedef struct rlock__url {
     char *user; /* NULL if none */
     char *password;
     int db;
+    int db_given; /* by the path or db= (given twice is an error) */
     /* TLS from the URL (rediss://, or the query): -1 where it says
      * nothing; the strings NULL where not given. */
     int tls;

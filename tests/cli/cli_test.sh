@@ -295,6 +295,25 @@ case_status_json_unlock_and_ping() {
     grep -Eq "^PONG from unix://.*: $name [0-9]+\.[0-9]+\.[0-9]+, round trip [0-9.]+ ms$" "$dir/out" || fail "ping said: $(cat "$dir/out")"
 }
 
+# A secret written where rlock does not take one is never said back: a
+# password alone before the '@' (Lettuce's form), or a query parameter
+# rlock does not know (password=, in a redlock:// URL).
+case_misplaced_secrets_are_never_said_back() {
+    local u
+    for u in 'redis://S3CRET@127.0.0.1:1' \
+             'redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?password=S3CRET' \
+             'redis://127.0.0.1:1?auth=S3CRET&db=1'; do
+        "$RLOCK" --redis "$u" ping 2>"$dir/err"; expect_code 64 $? "$u"
+        ! grep -q S3CRET "$dir/err" || fail "a secret was said back: $(cat "$dir/err")"
+        grep -q '\*\*\*' "$dir/err" || fail "nothing masked: $(cat "$dir/err")"
+        RLOCK_URL=$u "$RLOCK" ping 2>"$dir/err"; expect_code 64 $? "RLOCK_URL=$u"
+        ! grep -q S3CRET "$dir/err" || fail "a secret was said back: $(cat "$dir/err")"
+    done
+    "$RLOCK" --redis 'redis://127.0.0.1:1/3?db=4' ping 2>"$dir/err"
+    expect_code 64 $? "the database given twice"
+    grep -q "twice" "$dir/err" || fail "said: $(cat "$dir/err")"
+}
+
 case_errors_have_documented_codes() {
     AUTH=s3cret start_redis --requirepass s3cret
     local sock="$dir/redis.sock" port
