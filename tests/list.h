@@ -169,4 +169,5 @@ RT_TEST(rlock_run_n_against_a_trickling_server_ends_within_the_command_timeout, 
 RT_TEST(a_reentry_counted_by_the_client_renews_the_lease, 60)
 RT_TEST(a_late_release_of_one_redisson_hold_leaves_the_next_alone, 30)
 RT_TEST(a_late_undo_of_one_token_hold_leaves_the_next_alone, 30)
+RT_TEST(the_watchdog_never_shortens_an_extension, 40)
 RT_TEST(cluster_a_native_release_follows_moved, 90)

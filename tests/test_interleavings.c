@@ -665,3 +665,63 @@ TEST(a_late_undo_of_one_token_hold_leaves_the_next_alone)
     rt_proxy_stop(p);
     rt_server_stop(s);
 }
+
+/* ---- the watchdog never shortens an extension -------------------------- */
+
+/*
+ * A watchdog hold extended well past its watchdog lease: the watchdog
+ * renews with its own, shorter lease, and renewing at a third of the
+ * extension (or earlier) set a lease end sooner than the one the owner
+ * was told of, so an owner that stalled then lost the lock before that end
+ * (found by the explorer: seed 7027). Its renewals now wait until a
+ * renewal leaves the end where it was, and then keep the hold.
+ */
+TEST(the_watchdog_never_shortens_an_extension)
+{
+    static const int layouts[] = {RLOCK_LAYOUT_TOKEN, RLOCK_LAYOUT_NATIVE};
+    static const char *const names[] = {"wd-ext-tok", "wd-ext-nat"};
+    static const char *const keys[] = {"wd-ext-tok", "{rlock:wd-ext-nat}"};
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *a = client_with(rt_server_url(s), 900, 0);
+    rlock_client *b = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *ma[2], *mb[2];
+    long long t0;
+    int64_t left;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        rlock_mutex_opts o;
+
+        rlock_mutex_opts_init(&o);
+        o.layout = layouts[i];
+        ma[i] = rt_mutex(a, names[i], &o);
+        mb[i] = rt_mutex(b, names[i], &o);
+        CHECK_RC(rlock_mutex_lock(ma[i]), RLOCK_OK);
+    }
+    t0 = rt_now_ms();
+    for (i = 0; i < 2; i++)
+        CHECK_RC(rlock_mutex_extend(ma[i], 4500), RLOCK_OK);
+    /* Past a third of the extension (and past where half a period early
+     * would renew): a renewal with 900 ms would have left under 900. */
+    rt_sleep_ms(1800);
+    for (i = 0; i < 2; i++) {
+        long long gone = rt_now_ms() - t0;
+
+        CHECK_INT(rt_cmd_int(s, "PTTL %s", keys[i]), >=, 4500 - gone - 400);
+        CHECK_RC(rlock_mutex_lease_left(ma[i], &left), RLOCK_OK);
+        CHECK_INT(left, >=, 4500 - (rt_now_ms() - t0) - 400);
+    }
+    /* Past the extension's end: renewed in time, still held. */
+    rt_sleep_ms(3200);
+    for (i = 0; i < 2; i++) {
+        CHECK_RC(rlock_mutex_trylock(mb[i]), RLOCK_EBUSY);
+        CHECK_RC(rlock_mutex_lease_left(ma[i], &left), RLOCK_OK);
+        CHECK_INT(left, >, 0);
+        CHECK_RC(rlock_mutex_unlock(ma[i]), RLOCK_OK);
+        rlock_mutex_free(ma[i]);
+        rlock_mutex_free(mb[i]);
+    }
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rt_server_stop(s);
+}

@@ -580,7 +580,10 @@ RLOCK_API int rlock_mutex_unlock(rlock_mutex *m);
  * about this hold was never answered before (an extension, a renewal or a
  * re-entry that returned RLOCK_ENOREPLY or RLOCK_EIO), it may still reach
  * Redis after this one and set its own lease: the lease this client then
- * counts is no longer than that one's.
+ * counts is no longer than that one's. A watchdog hold (lease_ms = 0)
+ * extended past its watchdog lease is renewed again only when what is left
+ * is down to two thirds of that lease: renewals never end the hold sooner
+ * than the extension did.
  *
  * Returns RLOCK_OK; RLOCK_EINVAL (lease_ms <= 0 or > RLOCK_MS_MAX);
  * RLOCK_ENOTOWNER (no hold by the calling thread); RLOCK_ELOST (the hold

@@ -54,10 +54,15 @@ typedef struct renewal {
     int64_t count;  /* the count Redis keeps */
 } renewal;
 
-/* A third of the lease as the client counts it. */
+/* A third of the lease as the client counts it, or of the lease a
+ * renewal sets if that is shorter (after an extension), so that renewing
+ * early by half a period still leaves the lease end where it was. */
 static int64_t period_ns(const rlock__hold *h)
 {
-    return rlock__hold_countable(h, h->cur_lease_ms) * RLOCK__NS_PER_MS / 3;
+    int64_t lease =
+        h->cur_lease_ms < h->lease_ms ? h->cur_lease_ms : h->lease_ms;
+
+    return rlock__hold_countable(h, lease) * RLOCK__NS_PER_MS / 3;
 }
 
 static int topping_up(const rlock__hold *h)
@@ -295,7 +300,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
                                     rlock__now_ns());
             if (retry < 10 * RLOCK__NS_PER_MS)
                 retry = 10 * RLOCK__NS_PER_MS;
-            h->renew_at = rlock__now_ns() + retry;
+            h->renew_at = rlock__hold_renew_due(h, rlock__now_ns() + retry);
         } else if (renewed) {
             /* What this request set, not what the hold asks for now;
              * counted no longer than an unanswered request may set. */
@@ -310,7 +315,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
              * third of the lease after the step began (a little early
              * for the later batches), so that the holds renewed together
              * stay together and the next step again sends full batches. */
-            h->renew_at = t_step + counted * RLOCK__NS_PER_MS / 3;
+            h->renew_at = rlock__hold_renew_due(
+                h, t_step + counted * RLOCK__NS_PER_MS / 3);
         } else if (!h->releasing) {
             rlock__bg_lose(c, h);
         }

@@ -10,6 +10,7 @@
 
 #include "core/hold.h"
 #include "core/handles.h"
+#include "util/clock.h"
 
 static size_t key_hash(const char *name, size_t len, uint64_t owner)
 {
@@ -178,6 +179,15 @@ void rlock__hold_clear(rlock__holds *t, rlock_mutex *m)
 int64_t rlock__hold_countable(const rlock__hold *h, int64_t lease_ms)
 {
     return h->owed_ms > 0 && h->owed_ms < lease_ms ? h->owed_ms : lease_ms;
+}
+
+int64_t rlock__hold_renew_due(const rlock__hold *h, int64_t t)
+{
+    /* Two thirds of the renewal's lease before the end: the renewal then
+     * leaves the end where it was, or later. */
+    int64_t floor = h->valid_until - h->lease_ms * RLOCK__NS_PER_MS * 2 / 3;
+
+    return t > floor ? t : floor;
 }
 
 void rlock__hold_owe(rlock__hold *h, int64_t lease_ms)

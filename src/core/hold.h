@@ -96,6 +96,14 @@ void rlock__hold_owe(rlock__hold *h, int64_t lease_ms);
  * renewal is then due at once (the caller wakes the background). */
 void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns);
 
+/* When h's next renewal is due if t is when its period says: not before
+ * a renewal, which sets h's own lease, would end the hold no sooner than
+ * its lease end now. An extension may have set a lease longer than the
+ * one renewals set; renewing it early would shorten the end the owner was
+ * told of (rlock_mutex_lease_left), and a holder that stalls then would
+ * lose the lock before that end. */
+int64_t rlock__hold_renew_due(const rlock__hold *h, int64_t t);
+
 /* Removes h from the table and frees it. */
 void rlock__hold_remove(rlock__holds *t, rlock__hold *h);
 /* Forgets every hold of m, or of the whole table (m NULL), which is then

@@ -381,7 +381,8 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
         if (!h->watchdog)
             h->lease_ms = lease_ms; /* the caller's latest wish */
         if (h->watchdog)
-            h->renew_at = t0 + counted * RLOCK__NS_PER_MS / 3;
+            h->renew_at =
+                rlock__hold_renew_due(h, t0 + counted * RLOCK__NS_PER_MS / 3);
         rlock__bg_kick(c);
     }
     pthread_mutex_unlock(&c->mu);
