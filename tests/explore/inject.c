@@ -164,6 +164,32 @@ static void server_cmd(ex_run *r, const char *cmd)
     redisFree(c);
 }
 
+/* An operator takes name's lock from whoever holds it, through the
+ * public API on a client of its own that goes around the proxy. */
+static void force_unlock(ex_run *r, int name)
+{
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_client *c;
+    rlock_mutex *m;
+    char key[32];
+    int err;
+
+    rlock_client_opts_init(&co);
+    co.command_timeout_ms = 300;
+    co.connect_timeout_ms = 300;
+    if (!(c = rlock_client_open(r->direct, &co, &err)))
+        return;
+    rlock_mutex_opts_init(&mo);
+    mo.layout = r->p->layout;
+    snprintf(key, sizeof key, "ex%d", name);
+    if ((m = rlock_mutex_new(c, key, &mo, &err)) != NULL) {
+        (void)rlock_mutex_force_unlock(m, NULL);
+        rlock_mutex_free(m);
+    }
+    rlock_client_close(c);
+}
+
 /* What a fault with a length undoes when it ends. */
 typedef struct active {
     int kind, a;
@@ -251,6 +277,10 @@ static void *injector_main(void *arg)
             case F_KILL_WORKER:
                 kill(r->l->pid[f->a], SIGKILL);
                 note_fault(r, f->kind, f->a, a.t0, a.t0);
+                continue;
+            case F_FORCE_UNLOCK:
+                force_unlock(r, f->a);
+                note_fault(r, f->kind, f->a, a.t0, ex_now_ns());
                 continue;
             case F_CLIENT_PAUSE: {
                 char cmd[64];

@@ -132,6 +132,19 @@ void ex_plan_make(ex_plan *p, uint64_t seed)
     if (ex_chance(&r, 20))
         add(p, ex_range(&r, 0, p->run_ms), F_CLIENT_PAUSE,
             ex_range(&r, 100, 1500), 0);
+    /* Drawn last, so that what the draws above made of a seed stays. A
+     * third owner per worker and a third name: more holds side by side in
+     * one client. A lock taken from its holder by an operator: one hold of
+     * a client lost while its others go on, whose notice (and a callback
+     * that stalls on it) must hold up nothing of theirs. */
+    if (ex_chance(&r, 40))
+        p->owners = 3;
+    if (p->names == 2 && ex_chance(&r, 40))
+        p->names = 3;
+    n = ex_chance(&r, 50) ? (int)ex_range(&r, 1, 3) : 0;
+    for (i = 0; i < n; i++)
+        add(p, ex_range(&r, 0, p->run_ms), F_FORCE_UNLOCK, 0,
+            (int)ex_range(&r, 0, p->names - 1));
     qsort(p->faults, (size_t)p->nfaults, sizeof p->faults[0], by_time);
 }
 

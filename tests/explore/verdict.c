@@ -11,10 +11,11 @@
  * to let the hold go.
  *
  *  exclusion  the promises of two holds of one name never overlap. Only a
- *             restart of the server without persistence (its data lost)
- *             excuses it. A paused holder excuses nothing here: a promise
- *             ends at its time whatever the holder does; acting on a
- *             promise after a pause is the holder's own hazard.
+ *             restart of the server without persistence (its data lost),
+ *             or an operator's force unlock of the name, excuses it. A
+ *             paused holder excuses nothing here: a promise ends at its
+ *             time whatever the holder does; acting on a promise after a
+ *             pause is the holder's own hazard.
  *  notice     every loss is told to its owner: the library never forgets
  *             a hold its owner still has levels of without saying
  *             RLOCK_ELOST; a hold whose lease was seen ended gets its
@@ -210,6 +211,20 @@ static int fault_during(const state *s, int kind, int64_t from, int64_t to)
                 }
         }
         if (e->t0 <= to && end >= from)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the plan forced name's lock open during [from, to]. */
+static int forced_during(const state *s, int name, int64_t from, int64_t to)
+{
+    long i;
+
+    for (i = 0; i < s->n; i++) {
+        const ex_event *e = &s->ev[i];
+        if (e->kind == EV_FAULT && e->a == F_FORCE_UNLOCK && e->b == name &&
+            e->t0 <= to && e->t1 >= from)
             return 1;
     }
     return 0;
@@ -436,8 +451,10 @@ static void check_exclusion(state *s)
             if (k >= 0 && sp[i].from < sp[k].to && sp[i].hold != sp[k].hold) {
                 hold *a = &s->holds[sp[k].hold], *b = &s->holds[sp[i].hold];
                 int64_t first = a->acq_t0 < b->acq_t0 ? a->acq_t0 : b->acq_t0;
-                /* A restart in between lost what the older one held. */
-                if (!fault_during(s, F_RESTART, first, sp[i].from))
+                /* A restart in between lost what the older one held, or
+                 * an operator took it. */
+                if (!fault_during(s, F_RESTART, first, sp[i].from) &&
+                    !forced_during(s, name, first, sp[i].from))
                     violation(s, I_EXCLUSION,
                               "name %d: worker %d owner %d hold %d was "
                               "promised the lock until +%lld ms, worker %d "
