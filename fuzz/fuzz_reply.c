@@ -102,6 +102,11 @@ static void check_acquire(const redisReply *r)
         FUZZ_CHECK(canonical_u64(r->element[1], a.token));
     } else if (a.status == 0) {
         FUZZ_CHECK(a.hint_ms >= -1 && a.hint_ms <= RLOCK_MS_MAX);
+        /* The holder's node count only where the script says it. */
+        FUZZ_CHECK(a.list_nodes == 0 ||
+                   (r->elements == 3 && a.list_nodes >= 1 &&
+                    a.list_nodes <= 65535 &&
+                    a.list_nodes == r->element[2]->integer));
     }
 }
 
@@ -276,6 +281,9 @@ static void check_info(const redisReply *r)
             FUZZ_CHECK(buf[k] == 0x5a);
     }
     rlock__parse_info_field(r, "redis_version", buf, 0); /* writes nothing */
+    /* A server is known (not 0) only by a run_id the reply has. */
+    rlock__parse_info_field(r, "run_id", buf, sizeof buf);
+    FUZZ_CHECK((rlock__parse_run_id(r) != 0) == (buf[0] != '\0'));
 }
 
 static void check_pubsub(const redisReply *r)

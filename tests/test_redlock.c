@@ -4,7 +4,9 @@
  * redis-server. A majority must take it within its validity; two stopped
  * nodes are survived, three are reported as RLOCK_EQUORUM without leaving
  * anything on the live ones; fencing tokens increase across acquisitions
- * whichever majority answers; the checker finds no overlap.
+ * whichever majority answers; the checker finds no overlap. Each server
+ * counts once, whatever address reaches it (its run_id), and clients of
+ * node lists of different lengths never both hold a lock.
  */
 #include <stdio.h>
 #include <string.h>
@@ -326,4 +328,283 @@ TEST(redlock_operators_refuse_a_node_holding_data)
     rlock_mutex_free(m);
     rlock_client_close(c);
     stop_nodes();
+}
+
+/* ---- one server behind two entries; lists that differ (issue 33) ------- */
+
+/* Where each test keeps the URLs it builds. */
+static char url_a[400], url_b[400];
+
+/* The last failure's detail (of c; NULL: of this thread) names text. */
+static int said(rlock_client *c, const char *text)
+{
+    if (strstr(rlock_client_errmsg(c), text))
+        return 1;
+    fprintf(stderr, "error detail: %s\n", rlock_client_errmsg(c));
+    return 0;
+}
+
+/* "host:port" of s under another address. */
+static const char *as(const char *host, rt_server *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%d", host, rt_server_port(s));
+    return buf;
+}
+
+/* One server listening on the IPv4 and the IPv6 loopback, as Debian's
+ * redis.conf has it. */
+static rt_server *start_dual(void)
+{
+    rt_server_opts o;
+
+    memset(&o, 0, sizeof o);
+    o.extra[0] = "--bind";
+    o.extra[1] = "127.0.0.1 ::1";
+    return rt_server_start(&o);
+}
+
+/* n servers, listening on 127.0.0.1 only; s[i] at hp[i] ("127.0.0.1:N"). */
+static void start_servers(rt_server **s, char (*hp)[64], int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        s[i] = rt_server_start(NULL);
+        as("127.0.0.1", s[i], hp[i], sizeof hp[i]);
+    }
+}
+
+/* P, Q and R (s[0..3), at hp[0..3)); url_a lists P, P again as host
+ * (alias, "host:P") and Q, url_b the three servers as they are. */
+static void alias_and_true_lists(rt_server **s, char (*hp)[64],
+                                 const char *host, char *alias)
+{
+    start_servers(s, hp, 3);
+    snprintf(url_a, sizeof url_a, "redlock://%s,%s,%s", hp[0],
+             as(host, s[0], alias, 64), hp[1]);
+    snprintf(url_b, sizeof url_b, "redlock://%s,%s,%s", hp[0], hp[1], hp[2]);
+}
+
+/* The end of a test of two clients (NULL ones too) over n servers. */
+static void finish(rlock_mutex *ma, rlock_mutex *mb, rlock_client *ca,
+                   rlock_client *cb, rt_server **s, int n)
+{
+    int i;
+
+    rlock_mutex_free(ma);
+    rlock_mutex_free(mb);
+    rlock_client_close(ca);
+    rlock_client_close(cb);
+    for (i = 0; i < n; i++)
+        rt_server_stop(s[i]);
+}
+
+/* Redis's 0.0.0.0 and the IPv6 loopback reach the server of 127.0.0.1:P
+ * without either being its address: the address check cannot see it, the
+ * server's run_id does. Refused at open, naming both entries. */
+TEST(redlock_an_alias_of_a_node_is_refused_at_open)
+{
+    rt_server_opts no_info;
+    rt_server *s[3];
+    char a[64], b[64], c[64];
+    const char *alias[] = {"0.0.0.0", "[::1]"};
+    rlock_client *cl;
+    rlock_mutex *m;
+    size_t i;
+    int err = 0;
+
+    s[0] = start_dual();
+    s[1] = rt_server_start(NULL);
+    for (i = 0; i < sizeof alias / sizeof alias[0]; i++) {
+        snprintf(url_a, sizeof url_a, "redlock://%s,%s,%s",
+                 as("127.0.0.1", s[0], a, sizeof a),
+                 as(alias[i], s[0], b, sizeof b),
+                 as("127.0.0.1", s[1], c, sizeof c));
+        cl = rlock_client_open(url_a, NULL, &err);
+        if (cl || err != RLOCK_EINVAL)
+            rt_fail(__FILE__, __LINE__, "%s: got %d (%s)", url_a, err,
+                    rlock_client_errmsg(NULL));
+        CHECK(said(NULL, a) && said(NULL, b) && said(NULL, "same server"));
+    }
+    /* The same servers, each named once, open; so does a server with INFO
+     * renamed away (or denied by an ACL): it is not known by its run_id,
+     * only by its address, as before. */
+    memset(&no_info, 0, sizeof no_info);
+    no_info.extra[0] = "--rename-command";
+    no_info.extra[1] = "INFO";
+    no_info.extra[2] = "";
+    s[2] = rt_server_start(&no_info);
+    snprintf(url_a, sizeof url_a, "redlock://%s,%s,%s",
+             as("[::1]", s[0], a, sizeof a), as("127.0.0.1", s[1], b, sizeof b),
+             as("127.0.0.1", s[2], c, sizeof c));
+    cl = rt_client(url_a, NULL);
+    m = rt_mutex(cl, "named_once", NULL);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s[2], "EXISTS {rlock:named_once}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    finish(m, NULL, cl, NULL, s, 3);
+}
+
+/* The issue's reproduction. A lists P twice (as 127.0.0.1:P and
+ * 0.0.0.0:P) beside Q, B the three servers as they are. With Q out of
+ * service for 400 ms (killed and started again: a stopped server would
+ * run A's request when it resumed, and be A's too), A took the lock from
+ * P alone, and 600 ms later B took Q and R: both held it. */
+TEST(redlock_an_alias_list_never_overlaps_the_true_list)
+{
+    rt_server *s[3];
+    char hp[3][64], alias[64];
+    rlock_client *ca, *cb;
+    rlock_mutex *ma = NULL, *mb;
+    int err = 0, a_holds = 0, b_rc;
+
+    alias_and_true_lists(s, hp, "0.0.0.0", alias);
+    rt_server_kill(s[1]);
+    ca = rlock_client_open(url_a, NULL, &err);
+    if (ca) {
+        ma = rt_mutex(ca, "twice", NULL);
+        a_holds = rlock_mutex_trylock(ma) == RLOCK_OK;
+    } else {
+        CHECK_RC(err, RLOCK_EINVAL);
+        CHECK(said(NULL, hp[0]) && said(NULL, alias));
+    }
+    rt_sleep_ms(400);
+    rt_server_restart(s[1]);
+    rt_sleep_ms(600);
+    cb = rt_client(url_b, NULL);
+    mb = rt_mutex(cb, "twice", NULL);
+    b_rc = rlock_mutex_trylock(mb);
+    if (a_holds && b_rc == RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "A (%s) and B (%s) both hold the lock",
+                url_a, url_b);
+    CHECK(!a_holds);
+    CHECK_RC(b_rc, RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    finish(ma, mb, ca, cb, s, 3);
+}
+
+/* [::1]:P is down when A opens (P listens on 127.0.0.1 only), so nothing
+ * can be compared then; P then listens on ::1 too. Its answers are P's
+ * and count once: with Q down, P alone is no majority of three (the alias
+ * is a failed node, naming P), and B, with the true list, takes the lock.
+ * With Q back, A holds through P and Q (a true majority), the alias still
+ * not counted. */
+TEST(redlock_a_node_that_comes_up_as_an_alias_is_not_counted)
+{
+    rt_server *s[3];
+    char hp[3][64], alias[64];
+    rlock_client *ca, *cb;
+    rlock_mutex *ma, *mb;
+    int rc;
+
+    alias_and_true_lists(s, hp, "[::1]", alias);
+    ca = rt_client(url_a, NULL);
+    ma = rt_mutex(ca, "late", NULL);
+    freeReplyObject(rt_cmd(s[0], "CONFIG SET bind %s", "127.0.0.1 ::1"));
+    rt_server_kill(s[1]);
+    rc = rlock_mutex_trylock(ma);
+    if (rc == RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "%s: held through P alone", url_a);
+    CHECK_RC(rc, RLOCK_EQUORUM);
+    CHECK(said(ca, hp[0]) && said(ca, alias) && said(ca, "same server"));
+    /* Nothing of A's is left on P. */
+    RT_WAIT_UNTIL(rt_cmd_int(s[0], "EXISTS {rlock:late}") == 0, 2000);
+    rt_server_restart(s[1]);
+    cb = rt_client(url_b, NULL);
+    mb = rt_mutex(cb, "late", NULL);
+    CHECK_RC(rlock_mutex_trylock(mb), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(ma), RLOCK_EBUSY);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(ma), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(mb), RLOCK_EBUSY);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+    finish(ma, mb, ca, cb, s, 3);
+}
+
+/* A node restarted (a new run_id behind the same address) is the same
+ * entry, not a duplicate: it counts. What is compared is the servers that
+ * answer one request, so an alias of the restarted node is known by its
+ * new run_id. Four entries, a majority of three: P, Q, R and [::1]:Q,
+ * down at open. */
+TEST(redlock_a_restarted_node_counts_and_its_alias_does_not)
+{
+    rt_server *s[3];
+    char hp[3][64], alias[64];
+    rlock_client *ca;
+    rlock_mutex *m;
+    int rc;
+
+    start_servers(s, hp, 3);
+    snprintf(url_a, sizeof url_a, "redlock://%s,%s,%s,%s", hp[0], hp[1], hp[2],
+             as("[::1]", s[1], alias, sizeof alias));
+    ca = rt_client(url_a, NULL);
+    m = rt_mutex(ca, "again", NULL);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rt_server_restart(s[1]);
+    /* P, the new Q and R: the only majority there is. */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s[1], "EXISTS {rlock:again}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s[1], "CONFIG SET bind %s", "127.0.0.1 ::1"));
+    rt_server_kill(s[2]);
+    rc = rlock_mutex_trylock(m);
+    if (rc == RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "%s: held through P and Q alone", url_a);
+    CHECK(said(ca, hp[1]) && said(ca, alias) && said(ca, "same server"));
+    rt_server_restart(s[2]);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    finish(m, NULL, ca, NULL, s, 3);
+}
+
+/* Issue 33, item 9: A lists P, Q, R (a majority of 2), B the same and S,
+ * T (a majority of 3). Two majorities that share no node: A's P and Q
+ * while R is down, then B's R, S and T; and the other way round. The
+ * second to come sees the first's hold on a node it shares, written by a
+ * client of another node count, and is refused; nothing of its attempt is
+ * left. */
+TEST(redlock_clients_of_different_node_lists_never_both_hold)
+{
+    rt_server *s[5];
+    char hp[5][64];
+    rlock_client *ca, *cb;
+    rlock_mutex *ma, *mb;
+    int i, rc;
+
+    start_servers(s, hp, 5);
+    snprintf(url_a, sizeof url_a, "redlock://%s,%s,%s", hp[0], hp[1], hp[2]);
+    snprintf(url_b, sizeof url_b, "redlock://%s,%s,%s,%s,%s", hp[0], hp[1],
+             hp[2], hp[3], hp[4]);
+    ca = rt_client(url_a, NULL);
+    cb = rt_client(url_b, NULL);
+    ma = rt_mutex(ca, "lists", NULL);
+    mb = rt_mutex(cb, "lists", NULL);
+
+    rt_server_kill(s[2]);
+    CHECK_RC(rlock_mutex_trylock(ma), RLOCK_OK);
+    rt_server_restart(s[2]);
+    rc = rlock_mutex_trylock(mb);
+    if (rc == RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "A (3 nodes) and B (5 nodes) both hold");
+    CHECK_RC(rc, RLOCK_EINVAL);
+    CHECK(said(cb, "3 nodes") && said(cb, "5") && said(cb, "same node list"));
+    for (i = 2; i < 5; i++)
+        RT_WAIT_UNTIL(rt_cmd_int(s[i], "EXISTS {rlock:lists}") == 0, 2000);
+    CHECK_RC(rlock_mutex_unlock(ma), RLOCK_OK);
+
+    rt_server_kill(s[0]);
+    rt_server_kill(s[1]);
+    CHECK_RC(rlock_mutex_trylock(mb), RLOCK_OK);
+    rt_server_restart(s[0]);
+    rt_server_restart(s[1]);
+    rc = rlock_mutex_trylock(ma);
+    if (rc == RLOCK_OK)
+        rt_fail(__FILE__, __LINE__, "B (5 nodes) and A (3 nodes) both hold");
+    CHECK_RC(rc, RLOCK_EINVAL);
+    CHECK(said(ca, "5 nodes") && said(ca, "3"));
+    for (i = 0; i < 2; i++)
+        RT_WAIT_UNTIL(rt_cmd_int(s[i], "EXISTS {rlock:lists}") == 0, 2000);
+    CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
+    finish(ma, mb, ca, cb, s, 5);
 }

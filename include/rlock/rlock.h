@@ -107,7 +107,9 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RLOCK_OK 0
-#define RLOCK_EINVAL (-1)     /* bad argument; nothing was sent to Redis */
+#define RLOCK_EINVAL (-1)     /* bad argument (nothing was sent to Redis)
+                                 or deployment (a Redlock node list: no
+                                 lock is left taken) */
 #define RLOCK_ENOMEM (-2)     /* out of memory */
 #define RLOCK_ECONNECT (-3)   /* could not connect to Redis */
 #define RLOCK_ETIMEDOUT (-4)  /* the lock was not obtained within the wait */
@@ -236,7 +238,9 @@ typedef struct rlock_client_opts {
      * bound. 0 means the default. max_reply_bytes: all bytes of one reply
      * (default 1 MiB, at least 1024); max_bulk_bytes: one string (default
      * 512 KiB); max_array_elements: one array (default 65536); max_depth:
-     * nesting of arrays (default 4, at most 7). */
+     * nesting of arrays (default 4, at most 7). The largest replies rlock
+     * asks for are INFO server's (rlock_client_ping, and every new
+     * connection to a Redlock node), under 1 KiB on Redis 7. */
     int64_t max_reply_bytes;
     int64_t max_bulk_bytes;
     int64_t max_array_elements;
@@ -284,8 +288,9 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * database given once, by the path or db=),
  * "unix:///path/to/socket[?db=N]", or, for Redlock over independent
  * masters, "redlock://host:port,host:port,...[?drift=F&node_timeout_ms=N]"
- * (1 to 16 nodes; credentials from opts; drift 0 <= F < 1, default 0.01;
- * node_timeout_ms 1 to 60000, default 100; docs/deployments.md), or,
+ * (1 to 16 nodes, each server once; credentials from opts; drift 0 <= F <
+ * 1, default 0.01; node_timeout_ms 1 to 60000, default 100; every client
+ * of a lock must give the same list; docs/deployments.md), or,
  * behind Redis Sentinel, "redis-sentinel://host:port[,host:port...]/
  * master-name[?db=N]" (the master is asked of the sentinels and checked
  * with ROLE at each new connection, and asked again after a lost
@@ -303,9 +308,20 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * random delay (backoff_min_ms to backoff_max_ms), its re-entry is
  * counted by the client, and a call that cannot get a majority of the
  * nodes returns RLOCK_EQUORUM with each failed node's reason.
+ * Each server must count once: entries with the same address are refused
+ * before connecting, and every new connection asks the server's run_id
+ * (INFO server) with its handshake, so that one server behind two entries
+ * (0.0.0.0 and 127.0.0.1, the IPv4 and IPv6 loopback, a NAT) is refused
+ * at open, and after it its second answer to a request is not counted
+ * (that node fails, naming the other entry). A server whose INFO is
+ * renamed away or denied is told apart by its address only. Every client
+ * of a lock must list the same nodes: an acquisition that finds the lock
+ * held, on any node, by a client that lists another number of nodes
+ * returns RLOCK_EINVAL and gives back what it took.
  *
  * Returns the client, or NULL and stores the error in *err (err may be
- * NULL): RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM,
+ * NULL): RLOCK_EINVAL (malformed URL or option, or a Redlock list that
+ * names one server twice), RLOCK_ENOMEM,
  * RLOCK_ECONNECT (refused, unreachable, or the TCP connection not made
  * within the connect timeout), RLOCK_EAUTH (credentials refused),
  * RLOCK_EREDIS (for example SELECT of a database that does not exist),
@@ -517,7 +533,10 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  * in a row.
  *
  * Returns RLOCK_OK, or RLOCK_ELOST (a re-entry of a lost hold, above),
- * RLOCK_EINVAL (m NULL), RLOCK_ENOMEM, RLOCK_ECONNECT,
+ * RLOCK_EINVAL (m NULL; Redlock: the lock is held for a client whose node
+ * list is of another length, and what the attempt took was given back),
+ * RLOCK_EQUORUM (Redlock: no majority of the nodes' servers answered),
+ * RLOCK_ENOMEM, RLOCK_ECONNECT,
  * RLOCK_EAUTH, RLOCK_EIO, RLOCK_ENOREPLY (Redis did not answer within the
  * command timeout; each attempt has a deadline of its own, see Deadlines
  * above), RLOCK_EREDIS (for example a key of another type

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "backend/node.h"
+#include "core/reply.h"
 #include "net/tls.h"
 #include "util/clock.h"
 
@@ -395,13 +396,13 @@ static void endpoint(const rlock__node *n, const char *host, int port,
     ep->keepalive = path == NULL;
 }
 
-/* What a new connection is told first, queued on it: AUTH, SELECT and
- * ROLE as the node needs them, and the scripts while the node may lack
- * them (its first connection, and after a NOSCRIPT), so that a request is
- * never refused for want of its script: a request whose reply is lost is
- * then one the server carried out or will carry out, as the lock logic
- * assumes, not one refused with NOSCRIPT. Returns how many replies they
- * will have, or an error. */
+/* What a new connection is told first, queued on it: AUTH, SELECT, ROLE
+ * and INFO as the node needs them, and the scripts while the node may
+ * lack them (its first connection, and after a NOSCRIPT), so that a
+ * request is never refused for want of its script: a request whose reply
+ * is lost is then one the server carried out or will carry out, as the
+ * lock logic assumes, not one refused with NOSCRIPT. Returns how many
+ * replies they will have, or an error. */
 static int handshake_queue(rlock__node *n, rlock__conn *c, rlock__err *e)
 {
     const rlock__node_cfg *cfg = n->cfg;
@@ -409,6 +410,7 @@ static int handshake_queue(rlock__node *n, rlock__conn *c, rlock__err *e)
         "AUTH", cfg->username ? cfg->username : cfg->password, cfg->password};
     const char *sel[2] = {"SELECT", NULL};
     const char *role[1] = {"ROLE"};
+    const char *info[2] = {"INFO", "server"};
     char db[16];
     int k = 0, i, rc = RLOCK_OK;
 
@@ -424,6 +426,10 @@ static int handshake_queue(rlock__node *n, rlock__conn *c, rlock__err *e)
     }
     if (rc == RLOCK_OK && cfg->require_master) {
         rc = rlock__conn_append(c, 1, role, NULL);
+        k++;
+    }
+    if (rc == RLOCK_OK && cfg->identify) {
+        rc = rlock__conn_append(c, 2, info, NULL);
         k++;
     }
     if (!__atomic_load_n(&n->loaded, __ATOMIC_RELAXED))
@@ -444,7 +450,8 @@ static int handshake_check(rlock__node *n, rlock__conn *c, int k, rlock__err *e)
 {
     const rlock__node_cfg *cfg = n->cfg;
     int auth = cfg->password != NULL, sel = cfg->db != 0;
-    int role = cfg->require_master, fixed = auth + sel + role;
+    int role = cfg->require_master, info = cfg->identify;
+    int fixed = auth + sel + role + info;
     int i, rc = RLOCK_OK;
 
     for (i = 0; i < k; i++) {
@@ -454,7 +461,13 @@ static int handshake_check(rlock__node *n, rlock__conn *c, int k, rlock__err *e)
         if (!rlock__conn_take(c, &r))
             return rlock__err_set(e, RLOCK_EPROTO,
                                   "connecting: a reply is missing");
-        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR) {
+        if (info && i == auth + sel + role) {
+            /* INFO: which server this is. One renamed away or denied by
+             * an ACL leaves it unknown (0), and then only the addresses
+             * tell the nodes apart (redlock.c), as before. */
+            if (rc == RLOCK_OK)
+                rlock__conn_set_peer(c, rlock__parse_run_id(r));
+        } else if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR) {
             rc = rlock__reply_error(n->where, r, e);
             if ((is_auth || is_sel) && rc == RLOCK_EREDIS)
                 rc = rlock__err_set(e, RLOCK_EREDIS, "%s: %s",
@@ -509,13 +522,14 @@ typedef struct leg {
     rlock__conn *conn;
     int fresh; /* a new connection: hs handshake replies come first */
     int hs;
-    int asking;   /* an ASKING reply comes before the script's */
-    int waiting;  /* a WAIT reply comes after it */
-    int retried;  /* sent again with the body after NOSCRIPT */
-    int multi;    /* a pipeline of that many commands, as many replies */
-    int ask_flag; /* the request goes behind ASKING */
-    unsigned gen; /* the node's generation when the connection was taken */
-    size_t want;  /* replies the round waits for */
+    int asking;    /* an ASKING reply comes before the script's */
+    int waiting;   /* a WAIT reply comes after it */
+    int retried;   /* sent again with the body after NOSCRIPT */
+    int multi;     /* a pipeline of that many commands, as many replies */
+    int ask_flag;  /* the request goes behind ASKING */
+    unsigned gen;  /* the node's generation when the connection was taken */
+    size_t want;   /* replies the round waits for */
+    uint64_t peer; /* the server that answered (identify), 0: unknown */
 } leg;
 
 /* Takes a connection for the leg (mu not held). RLOCK_OK, or the result
@@ -764,6 +778,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
             return 0;
         }
     }
+    l->peer = rlock__conn_peer(c);
     if (l->asking) {
         rlock__conn_take(c, &r);
         freeReplyObject(r);
@@ -825,6 +840,7 @@ static void leg_connected(leg *l, rlock__result *res)
                                      rlock__conn_error(c)->msg);
     } else if ((res->rc = handshake_check(n, c, l->hs, &res->err)) ==
                RLOCK_OK) {
+        l->peer = rlock__conn_peer(c);
         rlock__conn_take(c, &pong);
         if (pong->type == REDIS_REPLY_ERROR)
             res->rc = rlock__reply_error(n->where, pong, &res->err);
@@ -919,6 +935,42 @@ static void drive(leg *legs, int n, int64_t connect_by, int64_t deadline_ns)
     rlock__net_run(conns, n, want, deadline_ns);
 }
 
+/*
+ * One server behind two nodes of a request (an alias of a node's address,
+ * or an address that came to reach another node's server) answers twice;
+ * counted twice, a minority of servers could make a majority of nodes.
+ * Each answer of a server after its first in nodes' order is turned into
+ * a refusal naming both nodes. The request ran there twice, in either
+ * order, and the answer kept says what the server holds after it: the
+ * requests of a hold are the same on every node and mean the same when
+ * they run twice (an acquisition claims what its nonce took, counts are
+ * set, not added, a release that finds its hold gone already is counted
+ * as a retried one is). Only answers are compared: a node that failed
+ * counts for nothing already.
+ */
+static void refuse_twins(rlock__node **nodes, int n, const leg *legs,
+                         rlock__results *res)
+{
+    int i, k;
+
+    for (i = 1; i < n; i++) {
+        rlock__result *r = &res->r[i];
+        if (r->rc != RLOCK_OK || legs[i].peer == 0)
+            continue;
+        for (k = 0; k < i; k++)
+            if (res->r[k].rc == RLOCK_OK && legs[k].peer == legs[i].peer)
+                break;
+        if (k == i)
+            continue;
+        rlock__result_drop(r);
+        r->rc = rlock__err_set(&r->err, RLOCK_EINVAL,
+                               "the same server as node %d, %s (the same "
+                               "run_id): not counted, each server counts "
+                               "once toward the majority",
+                               k + 1, nodes[k]->where);
+    }
+}
+
 static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
                  int64_t deadline_ns, rlock__results *res)
 {
@@ -978,6 +1030,8 @@ static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
                 again = 1;
         }
     }
+    if (n > 1 && nodes[0]->cfg->identify)
+        refuse_twins(nodes, n, legs, res);
 }
 
 void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One Redis server, as every backend reaches it: its address, a pool of
- * connections, what a new connection is told first (AUTH, SELECT, and for
- * Sentinel's masters a ROLE check), script requests with EVALSHA (the
- * body once after NOSCRIPT) and an optional WAIT in the same write, and
- * every failure or error reply turned into an RLOCK_E* code with its
- * detail, naming the server.
+ * connections, what a new connection is told first (AUTH, SELECT, for
+ * Sentinel's masters a ROLE check, for Redlock's nodes INFO server),
+ * script requests with EVALSHA (the body once after NOSCRIPT) and an
+ * optional WAIT in the same write, and every failure or error reply
+ * turned into an RLOCK_E* code with its detail, naming the server.
  *
  * Requests to several nodes go out together and are driven over one
  * poll by the calling thread (rlock__nodes_exec): Redlock asks all of its
@@ -45,6 +45,12 @@ typedef struct rlock__node_cfg {
                                 fail at once (0, Redlock) */
     int require_master;      /* ROLE on every new connection must say
                                 master (Sentinel) */
+    /* INFO server on every new connection, with the rest of what it is
+     * told first: the server's run_id says which server it reached
+     * whatever the address (0.0.0.0, the IPv6 loopback, a second
+     * interface, a NAT), and no two answers of one server count in one
+     * request over several nodes (Redlock). */
+    int identify;
     /* Loaded with SCRIPT LOAD by the node's first connection, and again
      * after a NOSCRIPT. */
     const rlock__script *const *scripts;
@@ -84,7 +90,9 @@ int rlock__node_is(const rlock__node *n, const char *host, int port);
  * connection's handshake also by the connect timeout): res gets n
  * results, res->r[i] for nodes[i]. An error reply is a failed result
  * whose reply is kept (a cluster redirection is read from it) and whose
- * rc is the code it means.
+ * rc is the code it means. With identify, an answer from a server that
+ * answered for an earlier node of nodes already is RLOCK_EINVAL, naming
+ * both: one server counts once.
  */
 void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
                        int flags, int64_t deadline_ns, rlock__results *res);

@@ -19,6 +19,22 @@
  * reaches the nodes. Waiting is by retries (a release on one node says
  * nothing about the others) and re-entry is counted by the client: the
  * backend does not claim RLOCK__BK_ONE_COPY.
+ *
+ * Each server must count once. Two entries of the list that name it
+ * under the same host text, or under addresses the resolver gives for
+ * both, are refused at open before anything is connected. Aliases that
+ * no address says (0.0.0.0, the IPv4 and the IPv6 loopback, two
+ * interfaces, a NAT) are known by the server's run_id, asked with every
+ * new connection's handshake (node.c, identify): an answer of a server
+ * that answered for an earlier entry of the same request is not counted,
+ * and at open the list is refused. A server restarted behind its address
+ * has a new run_id and is simply that entry's server again.
+ *
+ * Every client of a lock must list the same nodes: majorities of two
+ * lists of different lengths need not share a node. The owner id of every
+ * hold says how many nodes its client lists (c->owner_tag, "#nodes=N"),
+ * and an acquisition that finds a hold of another count on any node is
+ * refused (native_acquire.lua, engine/acquire.c).
  */
 #include <inttypes.h>
 #include <netdb.h>
@@ -178,7 +194,8 @@ static int same_addr(const struct addrinfo *a, const struct addrinfo *b)
  * the same node if they name the same host and port, or if any address one
  * resolves to is an address of the other (a name and its address, two
  * names of one host). A name that does not resolve is compared by its text
- * only; connecting to it reports the rest.
+ * only; connecting to it reports the rest. What addresses cannot show,
+ * the servers' run_ids do, once connected.
  */
 static int refuse_duplicates(const rlock__url *u, int n, rlock__call *call)
 {
@@ -313,15 +330,18 @@ static int open_redlock(rlock_client *c, const char *url,
     r->cfg.request_timeout_ms = r->node_timeout_ms;
     r->cfg.max_connections = 2;
     r->cfg.wait_for_connection = 0;
+    r->cfg.identify = 1;
     rc = make_nodes(r, spec, end, call);
     free(rest);
     if (rc != RLOCK_OK)
         return rc;
     c->nnodes = r->n;
     c->quorum = r->n / 2 + 1;
+    snprintf(c->owner_tag, sizeof c->owner_tag, "#nodes=%d", r->n);
     /* Every node at once: a majority must answer now. A node that is down
      * may be up later (it is connected to again when a request comes); a
-     * node that refuses us, or an address that is not one, is a mistake
+     * node that refuses us, an address that is not one, or one that
+     * reaches the server of an earlier entry (RLOCK_EINVAL), is a mistake
      * to report now. */
     rlock__nodes_connect(r->nodes, r->n, rlock__after_ms(r->node_timeout_ms),
                          &res);
@@ -436,6 +456,8 @@ static int failure_redlock(rlock_client *c, const char *what, int ok,
     size_t len;
     int i;
 
+    /* A node that reached another entry's server (node.c) is one that
+     * failed: its reason names both entries. */
     len = (size_t)snprintf(msg, sizeof msg,
                            "%s: %d of %d nodes (a majority is %d)", what, ok,
                            c->nnodes, c->quorum);

@@ -44,6 +44,10 @@ struct rlock_client {
 
     char id[RLOCK__ID_LEN + 1]; /* random; new in a forked child */
     char who[RLOCK__WHO_MAX];   /* "@<host>/<pid>" */
+    /* What rlock's own owner strings end with: "#nodes=N" where a lock is
+     * held over copies on the N nodes of a list (Redlock), so that a
+     * client of another list is seen (docs/protocol.md); "" elsewhere. */
+    char owner_tag[RLOCK__TAG_MAX];
     unsigned fork_gen;
 
     /* Every script a request may name, for the servers to load first. */

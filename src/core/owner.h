@@ -40,6 +40,9 @@
 /* The client id as a UUID (8-4-4-4-12 hex digits), as Redisson names its
  * clients. */
 #define RLOCK__UUID_LEN 36
+/* Longest client tag at the end of an owner string, with its NUL
+ * (handles.h, owner_tag). */
+#define RLOCK__TAG_MAX 16
 /* Longest owner string of any layout, with its NUL. */
 #define RLOCK__OWNER_MAX                                                       \
     (RLOCK__UUID_LEN + RLOCK__WHO_MAX + 1 + 20 + 1 + 20 + 1)

@@ -106,6 +106,14 @@ int rlock__parse_acquire(const redisReply *r, rlock__acquired *a)
             a->hint_ms = -1;
         else if (a->hint_ms > RLOCK_MS_MAX)
             a->hint_ms = RLOCK_MS_MAX;
+        /* The holder's node count: a number a URL can give (65,535 is
+         * far above any list a client accepts). */
+        if (r->elements >= 3) {
+            if (!is_int(r->element[2]) || r->element[2]->integer < 1 ||
+                r->element[2]->integer > 65535)
+                return RLOCK_EPROTO;
+            a->list_nodes = (int)r->element[2]->integer;
+        }
         return RLOCK_OK;
     }
     if (r->elements != 3)
@@ -414,6 +422,24 @@ void rlock__parse_info_field(const redisReply *r, const char *field, char *out,
     if (v)
         memcpy(out, v, n);
     out[n] = '\0';
+}
+
+uint64_t rlock__parse_run_id(const redisReply *r)
+{
+    char id[64];
+    uint64_t h = UINT64_C(14695981039346656037);
+    size_t i;
+
+    /* FNV-1a: the run_id is 160 random bits in hex, any 64 of which tell
+     * two servers apart; the digest only spares the caller a string. */
+    rlock__parse_info_field(r, "run_id", id, sizeof id);
+    if (!id[0])
+        return 0;
+    for (i = 0; id[i]; i++) {
+        h ^= (unsigned char)id[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return h ? h : 1;
 }
 
 /* ---- the subscriber's messages ------------------------------------------ */

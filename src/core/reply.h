@@ -27,7 +27,8 @@
 #define RLOCK__TOKEN_MAX (UINT64_C(1) << 53)
 
 /* The acquire script's answer: {1, token, count} (token "0": a hold
- * whose token is not drawn yet), {0, hint_ms}, {-1}, or the token alone
+ * whose token is not drawn yet), {0, hint_ms}, {0, hint_ms, nodes} (held
+ * by a client of a node list of another length), {-1}, or the token alone
  * (an integer: a fresh acquisition of a free lock nobody waited for,
  * count 1); 0 from a fast form: nothing done, ask the full script. The
  * lean form's SET NX answers +OK (taken, count 1, no token drawn) or nil
@@ -41,6 +42,8 @@ typedef struct rlock__acquired {
     int64_t count;   /* status 1: the hold count, >= 1 */
     int64_t hint_ms; /* status 0: how long the holder's lease lasts at
                         most, in [0, RLOCK_MS_MAX]; -1 if unknown */
+    int list_nodes;  /* status 0: the holder's client lists that many
+                        nodes, not as many as the caller's; 0 if not said */
 } rlock__acquired;
 
 int rlock__parse_acquire(const redisReply *r, rlock__acquired *out);
@@ -126,6 +129,11 @@ void rlock__parse_identity(rlock_status *st, const char *owner);
  * to the first space or line end; "" if absent). */
 void rlock__parse_info_field(const redisReply *r, const char *field, char *out,
                              size_t len);
+
+/* Which server answered an INFO (server section) reply: a digest of its
+ * run_id, random for each start of the server, never 0; 0 when the reply
+ * names none (an error: INFO renamed away, or denied by an ACL). */
+uint64_t rlock__parse_run_id(const redisReply *r);
 
 /* ---- the subscriber's messages ------------------------------------------ */
 

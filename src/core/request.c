@@ -214,21 +214,24 @@ void rlock__results_init(rlock__results *res, int n)
     }
 }
 
+void rlock__result_drop(rlock__result *r)
+{
+    if (r->reply) {
+        freeReplyObject(r->reply);
+        r->reply = NULL;
+    }
+    while (r->nreplies > 0)
+        freeReplyObject(r->replies[--r->nreplies]);
+    free(r->replies);
+    r->replies = NULL;
+}
+
 void rlock__results_free(rlock__results *res)
 {
     int i;
 
-    for (i = 0; i < res->n; i++) {
-        rlock__result *r = &res->r[i];
-        if (r->reply) {
-            freeReplyObject(r->reply);
-            r->reply = NULL;
-        }
-        while (r->nreplies > 0)
-            freeReplyObject(r->replies[--r->nreplies]);
-        free(r->replies);
-        r->replies = NULL;
-    }
+    for (i = 0; i < res->n; i++)
+        rlock__result_drop(&res->r[i]);
 }
 
 int rlock__result_unknown(const rlock__result *r)

@@ -120,6 +120,8 @@ typedef struct rlock__results {
 /* n results, none answered yet. */
 void rlock__results_init(rlock__results *res, int n);
 void rlock__results_free(rlock__results *res);
+/* Frees what one result holds of the server's answer (reply, replies). */
+void rlock__result_drop(rlock__result *r);
 
 /* Whether a failed result may hide a success: the request was sent and
  * no usable reply came (connection lost, no reply by the deadline, a

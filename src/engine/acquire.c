@@ -45,6 +45,8 @@ typedef struct tally {
     uint64_t token; /* the largest of the holding nodes' */
     int64_t count;  /* the count a holding node reported */
     int64_t hint;   /* the longest lease left of a busy node's holder */
+    int other_list; /* a busy node's holder lists that many nodes, not as
+                       many as this client (0: none seen) */
 } tally;
 
 static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
@@ -90,6 +92,8 @@ static void tally_answers(const rlock_mutex *m, const rlock__acq *q,
             t->busy++;
             if (a.hint_ms > t->hint)
                 t->hint = a.hint_ms;
+            if (a.list_nodes)
+                t->other_list = a.list_nodes;
         } else {
             t->gone++;
         }
@@ -354,11 +358,21 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
         rlock__req_free(&req);
         return rc;
     }
-    if (t.held >= c->quorum)
+    if (t.held >= c->quorum && !t.other_list)
         retoken(call, m, who, a.owner_len, a.nonce, &t);
     valid_until = t0 + m->lease_ms * RLOCK__NS_PER_MS -
                   c->backend->margin_ns(c, m->lease_ms);
-    if (t.held >= c->quorum && rlock__now_ns() < valid_until) {
+    if (t.other_list) {
+        /* A node holds the lock for a client that lists another number
+         * of nodes. Majorities of two such lists need not share a node,
+         * so even a majority of ours proves nothing: what this attempt
+         * took is given back. */
+        rc = rlock__fail(call, RLOCK_EINVAL,
+                         "the lock is held through a node list of %d nodes, "
+                         "and this client's has %d: every client of a lock "
+                         "must use the same node list",
+                         t.other_list, c->nnodes);
+    } else if (t.held >= c->quorum && rlock__now_ns() < valid_until) {
         pthread_mutex_lock(&c->mu);
         /* Where the client counts re-entries, Redis's count is not
          * the hold's. */

@@ -50,13 +50,24 @@ static int names(rlock_mutex *m, const char *prefix)
     return m->channel ? RLOCK_OK : RLOCK_ENOMEM;
 }
 
+/* The longest plain owner string and the longest tag fit the owner
+ * buffers. */
+_Static_assert(RLOCK__ID_LEN + RLOCK__WHO_MAX + 1 + 20 + RLOCK__TAG_MAX <=
+                   RLOCK__OWNER_MAX,
+               "an owner string with its tag must fit RLOCK__OWNER_MAX");
+
 /* The nonce is in the value beside the owner: the owner is the same for
- * every hold. */
+ * every hold. The client's tag ends it (Redlock's node count: the acquire
+ * script refuses a hold of another count). */
 static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
                     char buf[RLOCK__OWNER_MAX])
 {
+    size_t n = rlock__owner_plain(c->id, c->who, no, buf);
+    size_t t = strlen(c->owner_tag);
+
     (void)nonce;
-    return rlock__owner_plain(c->id, c->who, no, buf);
+    memcpy(buf + n, c->owner_tag, t + 1);
+    return n + t;
 }
 
 /* The first n keys: lock, fence, queue, qinfo. */

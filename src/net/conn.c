@@ -64,6 +64,7 @@ struct rlock__conn {
     int sent;
     int fd_blocks;       /* O_NONBLOCK cleared for the blocking driver */
     int64_t rcvtimeo_ns; /* SO_RCVTIMEO as last set (0: never) */
+    uint64_t peer;       /* rlock__conn_set_peer's, 0 until then */
     rlock__neterr err;
 };
 
@@ -631,6 +632,16 @@ size_t rlock__conn_expected(const rlock__conn *c)
 int rlock__conn_sent(const rlock__conn *c)
 {
     return c->sent;
+}
+
+void rlock__conn_set_peer(rlock__conn *c, uint64_t peer)
+{
+    c->peer = peer;
+}
+
+uint64_t rlock__conn_peer(const rlock__conn *c)
+{
+    return c->peer;
 }
 
 short rlock__conn_events(const rlock__conn *c)

@@ -205,6 +205,12 @@ int rlock__conn_call(rlock__conn *c, int ncmds, const rlock__cmd *cmds,
  * been written (the server may have acted on them). */
 int rlock__conn_sent(const rlock__conn *c);
 
+/* What the connection's owner learned of the server at the other end, as
+ * a number of its choosing (0: nothing), kept for as long as the
+ * connection lives; the connection itself never reads it. */
+void rlock__conn_set_peer(rlock__conn *c, uint64_t peer);
+uint64_t rlock__conn_peer(const rlock__conn *c);
+
 /* Marks the connection broken with code and message (a caller that
  * gives up on it, for example at its deadline). */
 void rlock__conn_fail(rlock__conn *c, int code, const char *fmt, ...)

@@ -13,7 +13,9 @@
 -- waited for (count 1; the client then goes back to the fast form);
 -- {1, token, count} when a re-entry or a claim holds it (token "0" if
 -- none was drawn yet); {0, hint_ms} when busy, hint_ms being how long the
--- holder's lease lasts at most; {-1} when a re-entry finds the hold gone.
+-- holder's lease lasts at most, and {0, hint_ms, n} when the holder's
+-- owner id says its client lists n nodes and the caller's another number
+-- (Redlock, below); {-1} when a re-entry finds the hold gone.
 --! include native_take.lua
 --! include native_lib.lua
 local owner, lease, nonce, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -70,6 +72,14 @@ local function enqueue()
 end
 if held then
   local ms = left(w, e)
+  -- A Redlock client ends its owner id with the length of its node list
+  -- ("#nodes=N"). Majorities of lists of different lengths need not share
+  -- a node, so the holder's count goes back with the busy answer for the
+  -- caller to refuse its attempt. (Owner ids without it, a single
+  -- server's or an older client's, are not compared.)
+  local mine = string.match(owner, '#nodes=(%d+)$')
+  local theirs = mine and string.match(o, '#nodes=(%d+)$')
+  if theirs and theirs ~= mine then return {0, ms, tonumber(theirs)} end
   if mode == 'w' then
     -- The holder's release must look at the queue now, and the lock key
     -- must last as long as the queue: the lease goes into the value
