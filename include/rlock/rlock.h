@@ -123,7 +123,9 @@ extern "C" {
 #define RLOCK_ECANCELED (-12) /* the wait was cancelled */
 #define RLOCK_EREPLICAS (-13) /* too few replicas took the write in time */
 #define RLOCK_EUNAVAILABLE (-14) /* Redis cannot serve locks now (replica,
-                                    loading, master or cluster down) */
+                                    loading, master or cluster down, a
+                                    cluster slot migrating past the
+                                    call's deadline) */
 #define RLOCK_EQUORUM (-15)   /* Redlock: no majority of the nodes answered */
 #define RLOCK_ENOREPLY (-16)  /* Redis did not answer within the call's
                                  deadline (stalled, trickling, hung) */
@@ -297,8 +299,9 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * connection or a READONLY reply; credentials, for the master, from opts),
  * or a Redis Cluster, "redis-cluster://host:port[,host:port...]" (seed
  * nodes; each lock lives in the slot of its hash tag, on that slot's
- * master; MOVED, ASK and TRYAGAIN are followed; a migration that does not
- * end within the command timeout is RLOCK_EUNAVAILABLE).
+ * master; MOVED, ASK and TRYAGAIN are followed: a slot migration is
+ * waited out within each call's deadline, and one that outlasts it is
+ * RLOCK_EUNAVAILABLE; docs/deployments.md).
  * opts may be NULL for the defaults; the client copies what it needs from
  * opts and url.
  *
@@ -541,10 +544,12 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  * command timeout; each attempt has a deadline of its own, see Deadlines
  * above), RLOCK_EREDIS (for example a key of another type
  * under the lock's name; nothing is changed), RLOCK_EPROTO,
- * RLOCK_EUNAVAILABLE (the server is a replica, is loading its data, or
- * its master or cluster is down; the message says which), RLOCK_EREPLICAS
- * (sync_replicas: too few replicas acknowledged the acquisition, which was
- * released again; or the server refused writes for want of replicas).
+ * RLOCK_EUNAVAILABLE (the server is a replica, is loading its data, its
+ * master or cluster is down, or the lock's cluster slot is migrating and
+ * did not finish within the attempt's deadline; the message says which),
+ * RLOCK_EREPLICAS (sync_replicas: too few replicas acknowledged the
+ * acquisition, which was released again; or the server refused writes for
+ * want of replicas).
  * Thread-safe.
  */
 RLOCK_API int rlock_mutex_lock(rlock_mutex *m);

@@ -36,6 +36,11 @@
 #define RLOCK__BK_ONE_COPY 1u
 /* Writes can wait for replicas (sync_replicas). */
 #define RLOCK__BK_WAIT 2u
+/* Keys live in groups that can move between servers (a cluster's slots,
+ * see group below): while a group moves, a request naming several of its
+ * keys may be refused until every key is on one side, and a request
+ * naming one key is always served. */
+#define RLOCK__BK_SLOTS 4u
 
 typedef struct rlock__backend {
     const char *name;   /* for messages */
@@ -55,8 +60,10 @@ typedef struct rlock__backend {
     void (*after_fork)(rlock_client *c);
 
     /* Runs req on the node(s) its keys live on: res gets c->nnodes
-     * results. flags: RLOCK__X_BEHIND for undos. Every reply by the
-     * call's deadline (and the backend's own timeout per node). */
+     * results. flags: RLOCK__X_BEHIND for undos, RLOCK__X_BRIEF for the
+     * background's requests (a cluster slot in migration is not waited
+     * for). Every reply by the call's deadline (and the backend's own
+     * timeout per node). */
     void (*exec)(rlock_client *c, const rlock__req *req, int flags,
                  rlock__results *res, rlock__call *call);
     /* Which keys may go in one request together: keys of one group (a

@@ -11,12 +11,13 @@
  * redirections are followed, read from the error reply itself: MOVED (the
  * slot has a new owner: the map is corrected and read again), ASK (the
  * slot is being migrated and the keys are on the importing node: the
- * request is sent there once, after ASKING), TRYAGAIN (a multi-key
- * request during a migration: tried again shortly, within the call's
- * deadline). Notifications need nothing special: a PUBLISH on any node
- * reaches the subscribers of every node, so the subscriber connection may
- * be to any of them.
+ * request is sent there behind ASKING), TRYAGAIN (a multi-key request
+ * during a migration: the same node is asked again after a short pause,
+ * until the call's deadline; see exec_cluster). Notifications need
+ * nothing special: a PUBLISH on any node reaches the subscribers of every
+ * node, so the subscriber connection may be to any of them.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +296,63 @@ static void fail_one(rlock__results *res, rlock__call *call)
     res->r[0].err = call->err;
 }
 
+/* The first pause after a TRYAGAIN and the longest (each is drawn between
+ * half of it and all of it, so that the clients waiting for one slot do
+ * not come back in step). A slot's keys usually move in a few
+ * milliseconds; the pause doubles so that a long migration is asked about
+ * 20 to 40 times a second, not hundreds. */
+#define TRYAGAIN_FIRST_MS 10
+#define TRYAGAIN_LONGEST_MS 50
+
+/*
+ * Waits before a request that met TRYAGAIN is sent again: 0, or -1 when
+ * the call's deadline would pass before another answer could come (the
+ * pause and a round trip as long as the last one), which the caller then
+ * reports. The pause grows in *pause_ms.
+ */
+static int tryagain_pause(int64_t *pause_ms, int64_t rtt_ns, int64_t deadline)
+{
+    int64_t ms = rlock__jitter(*pause_ms / 2, *pause_ms);
+    int64_t until = rlock__now_ns() + ms * RLOCK__NS_PER_MS;
+    struct timespec ts = rlock__timespec(until);
+
+    if (until + rtt_ns >= deadline)
+        return -1;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+    *pause_ms = *pause_ms * 2 < TRYAGAIN_LONGEST_MS ? *pause_ms * 2
+                                                    : TRYAGAIN_LONGEST_MS;
+    return 0;
+}
+
+/*
+ * Runs req on the master of its slot, following the cluster's
+ * redirections, all within one deadline (the call's, and the command
+ * timeout from now):
+ *
+ * - MOVED: the slot has a new owner; the map is corrected and read again.
+ * - ASK: the slot is migrating and the request's keys are not on the old
+ *   node; it goes to the importing node behind ASKING, in one write on one
+ *   connection (ASKING holds for the next command only).
+ * - TRYAGAIN: the keys of a multi-key request are not all on the node
+ *   asked (some moved, or some never existed: rlock's scripts name a
+ *   lock's queue keys, which exist only while somebody waits, so every
+ *   such request meets TRYAGAIN from MIGRATING to the end of the
+ *   migration). The same node is asked again after a short pause, the
+ *   importing node again behind ASKING: going back to the old node would
+ *   only be sent back by ASK, and each round counted as two redirections
+ *   used up the limit in a second while the migration went on. With
+ *   RLOCK__X_BRIEF (the background's renewals and undos) it is not waited
+ *   for: they are retried on their own schedule, and a round that waited
+ *   would hold up the renewals of every other slot.
+ *
+ * MOVED and ASK count against REDIRECTS_MAX, TRYAGAIN does not: its
+ * pauses end by the deadline. A migration that outlasts the deadline, and
+ * redirections without end, are RLOCK_EUNAVAILABLE with a message that
+ * says so: the cluster cannot serve this lock now, and the request was
+ * not carried out (a redirection is an answer of a node that did not run
+ * it).
+ */
 static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call)
 {
@@ -302,13 +360,15 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
     size_t key_len = 0;
     const char *key = rlock__req_first_key(req, &key_len);
     int slot = key ? rlock__key_slot(key, key_len) : 0;
-    int redirects = 0, asking = -1;
-    int64_t pause_ms = 5,
+    int redirects = 0, asking = -1, tryagains = 0;
+    int64_t pause_ms = TRYAGAIN_FIRST_MS, started = rlock__now_ns(),
             deadline = rlock__call_until(call, c->opts.command_timeout_ms);
 
     for (;;) {
         const char *msg;
+        char last[RLOCK__ERR_MAX];
         int idx = asking, target, moved_slot;
+        int64_t sent;
         rlock__node *node;
 
         if (idx < 0 && (idx = slot_master(k, slot)) < 0) {
@@ -329,20 +389,47 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
             fail_one(res, call);
             return;
         }
+        sent = rlock__now_ns();
         rlock__nodes_exec(&node, 1, req,
-                          flags | (asking >= 0 ? RLOCK__X_ASKING : 0), deadline,
-                          res);
-        asking = -1;
-        if ((res->r[0].rc == RLOCK_OK && !error_of(&res->r[0])) ||
-            ++redirects > REDIRECTS_MAX)
+                          (flags & ~RLOCK__X_BRIEF) |
+                              (asking >= 0 ? RLOCK__X_ASKING : 0),
+                          deadline, res);
+        if (res->r[0].rc == RLOCK_OK && !error_of(&res->r[0]))
             return;
-        if ((msg = redirect(&res->r[0], "MOVED ")) != NULL) {
+        if ((msg = redirect(&res->r[0], "MOVED ")) != NULL ||
+            (msg = redirect(&res->r[0], "ASK ")) != NULL) {
+            int ask = msg[0] == 'A';
             if ((target = redirect_target(k, msg, &moved_slot)) < 0)
+                return; /* not one we can read: the error as it is */
+            snprintf(last, sizeof last, "%s", msg);
+            rlock__results_free(res);
+            /* A move needs two at most (ASK, then MOVED when it ends);
+             * more mean the nodes do not agree yet (a SETSLOT given to
+             * one node before the other): the next is followed after a
+             * pause, so that the limit is not used up before they do. */
+            if (++redirects > REDIRECTS_MAX ||
+                (redirects > 2 &&
+                 tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
+                     0)) {
+                rlock__fail(
+                    call, RLOCK_EUNAVAILABLE,
+                    "slot %d of %s: still redirected after %d "
+                    "redirections in %lld ms (is it migrating, "
+                    "with its nodes not agreeing yet?); last: %.200s",
+                    slot, c->where, redirects - 1,
+                    (long long)((rlock__now_ns() - started) / RLOCK__NS_PER_MS),
+                    last);
+                fail_one(res, call);
                 return;
+            }
+            if (ask) {
+                asking = target;
+                continue;
+            }
+            asking = -1;
             pthread_mutex_lock(&k->mu);
             k->map[moved_slot] = (short)target;
             pthread_mutex_unlock(&k->mu);
-            rlock__results_free(res);
             {
                 /* Other slots may have moved too. */
                 rlock__call one;
@@ -351,33 +438,34 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
             }
             continue;
         }
-        if ((msg = redirect(&res->r[0], "ASK ")) != NULL) {
-            if ((asking = redirect_target(k, msg, &moved_slot)) < 0)
-                return;
+        if ((msg = redirect(&res->r[0], "TRYAGAIN")) != NULL) {
+            snprintf(last, sizeof last, "%s", msg);
             rlock__results_free(res);
-            continue;
-        }
-        /* A slot being migrated refuses requests whose keys are not all
-         * on one side (rlock's scripts name keys that may not exist yet)
-         * until the migration ends: try again, within the deadline. */
-        if (redirect(&res->r[0], "TRYAGAIN")) {
-            struct timespec ts;
-            if (rlock__now_ns() + pause_ms * RLOCK__NS_PER_MS > deadline) {
-                rlock__results_free(res);
+            tryagains++;
+            if (flags & RLOCK__X_BRIEF) {
                 rlock__fail(call, RLOCK_EUNAVAILABLE,
-                            "slot %d of %s is being migrated and the "
-                            "migration did not end within %d ms "
-                            "(TRYAGAIN)",
-                            slot, c->where, c->opts.command_timeout_ms);
+                            "slot %d of %s is migrating: %s answered "
+                            "%.120s",
+                            slot, c->where, rlock__node_where(node), last);
                 fail_one(res, call);
                 return;
             }
-            rlock__results_free(res);
-            ts.tv_sec = 0;
-            ts.tv_nsec = (long)pause_ms * 1000000L;
-            nanosleep(&ts, NULL);
-            if (pause_ms < 100)
-                pause_ms *= 2;
+            if (tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
+                0) {
+                rlock__fail(
+                    call, RLOCK_EUNAVAILABLE,
+                    "slot %d of %s is migrating: %s answered "
+                    "TRYAGAIN %d time%s in %lld ms, until the "
+                    "call's deadline (a request naming several of "
+                    "the lock's keys waits for the migration to "
+                    "end); last: %.120s",
+                    slot, c->where, rlock__node_where(node), tryagains,
+                    tryagains == 1 ? "" : "s",
+                    (long long)((rlock__now_ns() - started) / RLOCK__NS_PER_MS),
+                    last);
+                fail_one(res, call);
+                return;
+            }
             continue;
         }
         /* A node that is gone: the next request reads the new map. */
@@ -517,9 +605,17 @@ static int sub_connect_cluster(rlock_client *c, rlock__conn **out,
 }
 
 const rlock__backend rlock__backend_cluster = {
-    "Cluster",           "redis-cluster://", RLOCK__BK_ONE_COPY,
-    open_cluster,        close_cluster,      after_fork_cluster,
-    exec_cluster,        group_cluster,      ping_cluster,
-    sub_connect_cluster, rlock__margin_one,  rlock__label_none,
+    "Cluster",
+    "redis-cluster://",
+    RLOCK__BK_ONE_COPY | RLOCK__BK_SLOTS,
+    open_cluster,
+    close_cluster,
+    after_fork_cluster,
+    exec_cluster,
+    group_cluster,
+    ping_cluster,
+    sub_connect_cluster,
+    rlock__margin_one,
+    rlock__label_none,
     rlock__failure_one,
 };

@@ -639,9 +639,10 @@ static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
     l->multi = rlock__req_commands(req);
     if (asking)
         rc = rlock__conn_append(l->conn, 1, asking_argv, NULL);
-    /* (A pipeline never goes behind ASKING: the cluster backend sends
-     * that again only for a request answered with a redirection, and a
-     * pipeline's answers are its commands'. Nor is an undo one.) */
+    /* (ASKING holds for the next command only. A pipeline goes behind it
+     * only when it is one command long: the cluster backend follows the
+     * redirection of a request's one answer, and a longer pipeline's
+     * answers are its commands'.) */
     if (rc == RLOCK_OK && l->multi > 0)
         rc = queue_pipeline(l->conn, req);
     else if (rc == RLOCK_OK)

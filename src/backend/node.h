@@ -84,6 +84,10 @@ int rlock__node_is(const rlock__node *n, const char *host, int port);
 #define RLOCK__X_BEHIND                                                        \
     2 /* an undo: on a node with owing connections, it                         \
          is queued behind them, not waited for */
+/* (Of a backend's exec, not of the nodes': a cluster slot in migration
+ * that answers TRYAGAIN is not waited for; the background retries on its
+ * own schedule.) */
+#define RLOCK__X_BRIEF 4
 
 /*
  * Runs req on nodes[0..n) at once, every reply by deadline_ns (a new

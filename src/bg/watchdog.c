@@ -158,7 +158,7 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
         rlock__req_free(&req);
         return CAS_SCRIPT; /* out of memory here: nothing the server did */
     }
-    c->backend->exec(c, &req, 0, &res, call);
+    c->backend->exec(c, &req, RLOCK__X_BRIEF, &res, call);
     round_sent(out, &res, t_send);
     for (k = 0; k < res.n; k++) {
         const rlock__result *r = &res.r[k];
@@ -186,22 +186,19 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
     return refused ? CAS_REFUSED : answered ? CAS_SCRIPT : CAS_NO_REPLY;
 }
 
-/* The renewal script for the holds of the batch not settled yet. */
-static void renew_script(rlock_client *c, const renewal *rn, int n,
-                         int replicas, rlock__call *call, outcome *out)
+/* One renewal script for the holds idx[0..m) of the batch. 1 if the
+ * deployment answered that it cannot serve them now (RLOCK_EUNAVAILABLE),
+ * else 0. */
+static int renew_round(rlock_client *c, const renewal *rn, const int *idx,
+                       int m, int replicas, rlock__call *call, outcome *out)
 {
     rlock__results res;
     rlock__req req;
-    int i, j, m = 0, idx[RENEW_BATCH], ok[RLOCK__NODES_MAX] = {0};
+    int i, j, unavailable, ok[RLOCK__NODES_MAX] = {0};
     int64_t t_send;
     long long acks;
 
-    for (i = 0; i < n; i++)
-        if (out->state[i] < 0)
-            idx[m++] = i;
-    if (m == 0)
-        return;
-    rlock__req_init(&req, rn[0].script);
+    rlock__req_init(&req, rn[idx[0]].script);
     req.replicas = replicas;
     for (j = 0; j < m; j++)
         rlock__req_key(&req, rn[idx[j]].key, rn[idx[j]].key_len);
@@ -214,7 +211,7 @@ static void renew_script(rlock_client *c, const renewal *rn, int n,
     }
     t_send = rlock__now_ns();
     if (rlock__req_finish(&req) == RLOCK_OK) {
-        c->backend->exec(c, &req, 0, &res, call);
+        c->backend->exec(c, &req, RLOCK__X_BRIEF, &res, call);
         round_sent(out, &res, t_send);
     } else {
         rlock__results_init(&res, 0);
@@ -229,8 +226,33 @@ static void renew_script(rlock_client *c, const renewal *rn, int n,
         out->sent_at[idx[j]] = t_send;
         out->acks[idx[j]] = acks;
     }
+    unavailable = res.n > 0 && res.r[0].rc == RLOCK_EUNAVAILABLE;
     rlock__results_free(&res);
     rlock__req_free(&req);
+    return unavailable;
+}
+
+/* The renewal script for the holds of the batch not settled yet. Where
+ * the holds of a batch share a slot that can migrate (RLOCK__BK_SLOTS), a
+ * script naming several of their keys is refused while the keys are split
+ * between the two nodes (TRYAGAIN, which the background does not wait
+ * for), and would be until the migration moved them all, however long the
+ * leases; a script naming one key is always served (on the importing node
+ * after ASK): each hold is then renewed alone. */
+static void renew_script(rlock_client *c, const renewal *rn, int n,
+                         int replicas, rlock__call *call, outcome *out)
+{
+    int i, j, m = 0, idx[RENEW_BATCH];
+
+    for (i = 0; i < n; i++)
+        if (out->state[i] < 0)
+            idx[m++] = i;
+    if (m == 0)
+        return;
+    if (renew_round(c, rn, idx, m, replicas, call, out) && m > 1 &&
+        (c->backend->flags & RLOCK__BK_SLOTS))
+        for (j = 0; j < m; j++)
+            renew_round(c, rn, idx + j, 1, replicas, call, out);
 }
 
 /* Sends one batch; mu is released meanwhile. t_step: when the step that

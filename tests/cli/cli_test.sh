@@ -547,22 +547,112 @@ case_sentinel_run_and_status() {
     "$RLOCK" ping | grep -q PONG || fail "ping through the sentinel"
 }
 
-case_cluster_run_and_status() {
-    local ports="" p
+# Three masters made a cluster by redis-cli; sets cluster_ports
+# (" 127.0.0.1:P ...") and RLOCK_URL (the last of them).
+start_cluster() {
+    local p
+    cluster_ports=""
     for _ in 1 2 3; do
         start_tcp_redis --cluster-enabled yes
-        ports="$ports 127.0.0.1:$tcp_port"
+        cluster_ports="$cluster_ports 127.0.0.1:$tcp_port"
     done
     # shellcheck disable=SC2086
-    redis-cli --cluster create $ports --cluster-yes >/dev/null 2>&1 ||
+    redis-cli --cluster create $cluster_ports --cluster-yes >/dev/null 2>&1 ||
         fail "cluster create"
-    p=${ports##* }
+    p=${cluster_ports##* }
     wait_for 20 sh -c "redis-cli -p ${p##*:} cluster info | grep -q cluster_state:ok" ||
         fail "cluster not ok"
-    export RLOCK_URL="redis-cluster://${p# }"
+    export RLOCK_URL="redis-cluster://$p"
+}
+
+case_cluster_run_and_status() {
+    start_cluster
     counter_runs 3 3
     "$RLOCK" status counter | grep -q "counter: free" || fail "status: $("$RLOCK" status counter)"
     "$RLOCK" ping | grep -q PONG || fail "ping on the cluster"
+}
+
+# A slot migrated by hand as redis-cli --cluster reshard does, in two
+# steps: migration_start SLOT SRC DST (IMPORTING, MIGRATING, every key
+# MIGRATEd; the slot still the source's) and migration_end SLOT DST (the
+# slot the destination's on every node). SRC and DST are ports.
+migration_start() {
+    local k
+    redis-cli -p "$3" cluster setslot "$1" importing "$(redis-cli -p "$2" cluster myid)" >/dev/null
+    redis-cli -p "$2" cluster setslot "$1" migrating "$(redis-cli -p "$3" cluster myid)" >/dev/null
+    for k in $(redis-cli -p "$2" cluster getkeysinslot "$1" 100); do
+        redis-cli -p "$2" migrate 127.0.0.1 "$3" "$k" 0 5000 | grep -q OK ||
+            fail "MIGRATE $k"
+    done
+}
+migration_end() {
+    local id hp
+    id=$(redis-cli -p "$2" cluster myid)
+    redis-cli -p "$2" cluster setslot "$1" node "$id" >/dev/null
+    for hp in $cluster_ports; do
+        [ "${hp##*:}" = "$2" ] ||
+            redis-cli -p "${hp##*:}" cluster setslot "$1" node "$id" >/dev/null
+    done
+}
+
+# Issue 33, item 7: during a migration the lock's requests (they name its
+# queue keys, which a held lock without waiters does not have) meet ASK,
+# then TRYAGAIN from the importing node until the slot is its own. rlock
+# waits that out within its deadline and answers (exit 1 for a held lock,
+# status as usual); a migration that outlasts the deadline is exit 69 with
+# a message that says so, never a raw ASK or TRYAGAIN (exit 76).
+case_cluster_migration_is_waited_out() {
+    start_cluster
+    "$RLOCK" run mig -- sleep 120 &
+    local holder=$! slot src="" dst="" hp t0 took fin
+    wait_for 5 is_held mig || fail "the holder did not get the lock"
+    slot=$(redis-cli -p "${cluster_ports##*:}" cluster keyslot '{rlock:mig}')
+    for hp in $cluster_ports; do
+        if [ "$(redis-cli -p "${hp##*:}" cluster countkeysinslot "$slot")" -gt 0 ]; then
+            src=${hp##*:}
+        else
+            dst=${hp##*:}
+        fi
+    done
+    [ -n "$src" ] || fail "no node has slot $slot's keys"
+
+    # Finished a second after the request: waited out, then busy.
+    migration_start "$slot" "$src" "$dst"
+    (sleep 1; migration_end "$slot" "$dst") &
+    fin=$!
+    t0=$(ms)
+    "$RLOCK" run -n mig -- true 2>"$dir/err"
+    expect_code 1 $? "run -n during a migration ($(cat "$dir/err"))"
+    took=$(( $(ms) - t0 ))
+    wait "$fin"
+    [ "$took" -ge 900 ] || fail "run -n answered in $took ms, before the migration ended"
+    [ "$took" -lt $((2000 * slow)) ] || fail "run -n took $took ms"
+
+    # Back again, status meanwhile.
+    migration_start "$slot" "$dst" "$src"
+    (sleep 1; migration_end "$slot" "$src") &
+    fin=$!
+    "$RLOCK" status mig >"$dir/out" 2>"$dir/err"
+    expect_code 0 $? "status during a migration ($(cat "$dir/err"))"
+    wait "$fin"
+    grep -q "mig: held by" "$dir/out" || fail "status: $(cat "$dir/out")"
+
+    # A migration that does not end within the deadline (2 s).
+    migration_start "$slot" "$src" "$dst"
+    t0=$(ms)
+    "$RLOCK" run -n mig -- true 2>"$dir/err"
+    expect_code 69 $? "run -n during a migration that does not end"
+    took=$(( $(ms) - t0 ))
+    [ "$took" -lt $((3000 * slow)) ] || fail "run -n took $took ms"
+    grep -q "slot $slot of cluster .* is migrating: .*TRYAGAIN" "$dir/err" ||
+        fail "run -n said: $(cat "$dir/err")"
+    "$RLOCK" status mig 2>"$dir/err"
+    expect_code 69 $? "status during a migration that does not end"
+    grep -q "is migrating" "$dir/err" || fail "status said: $(cat "$dir/err")"
+    migration_end "$slot" "$dst"
+    is_held mig || fail "the lock was not held after its migration"
+    kill "$holder"; wait "$holder"
+    "$RLOCK" status mig | grep -q "mig: free" || fail "status: $("$RLOCK" status mig)"
 }
 
 case_bad_arguments_table() {
