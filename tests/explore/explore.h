@@ -61,8 +61,8 @@ enum ex_fault_kind {
     F_PAUSE_WORKER, /* SIGSTOP worker a, SIGCONT after len_ms */
     F_KILL_WORKER,  /* SIGKILL worker a */
     F_CLIENT_PAUSE, /* CLIENT PAUSE len_ms (writes stall at the server) */
-    F_FORCE_UNLOCK, /* an operator's rlock_mutex_force_unlock of name a:
-                       one hold lost while the others of its client stay */
+    F_FORCE_UNLOCK, /* an operator's rlock_mutex_force_unlock of a held
+                       lock, from name a on (b: the name taken, or -1) */
     F_KINDS
 };
 

@@ -164,30 +164,74 @@ static void server_cmd(ex_run *r, const char *cmd)
     redisFree(c);
 }
 
-/* An operator takes name's lock from whoever holds it, through the
- * public API on a client of its own that goes around the proxy. */
-static void force_unlock(ex_run *r, int name)
+/* An operator takes a lock from whoever holds it, through the public API
+ * on a client of its own that goes around the proxy. It looks for the
+ * order that tests the most: one lock of a process that holds another,
+ * whose loss (and a callback that stalls on it) must hold up nothing of
+ * the other's; failing that within a second, any lock held (from name
+ * first on); failing that, none. It runs on a thread of its own, so that
+ * the injector keeps the plan's other times, and logs what it took. */
+typedef struct forcer {
+    ex_run *r;
+    int first;
+    int64_t t0;
+    pthread_t th;
+} forcer;
+
+static void *force_main(void *arg)
 {
+    forcer *f = arg;
+    const ex_plan *p = f->r->p;
     rlock_client_opts co;
-    rlock_mutex_opts mo;
     rlock_client *c;
-    rlock_mutex *m;
-    char key[32];
-    int err;
+    rlock_mutex *m[EX_NAMES_MAX] = {NULL};
+    int64_t until = ex_now_ns() + 1000 * 1000000LL;
+    int k, j, o, err, pick = -1;
 
     rlock_client_opts_init(&co);
     co.command_timeout_ms = 300;
     co.connect_timeout_ms = 300;
-    if (!(c = rlock_client_open(r->direct, &co, &err)))
-        return;
-    rlock_mutex_opts_init(&mo);
-    mo.layout = r->p->layout;
-    snprintf(key, sizeof key, "ex%d", name);
-    if ((m = rlock_mutex_new(c, key, &mo, &err)) != NULL) {
-        (void)rlock_mutex_force_unlock(m, NULL);
-        rlock_mutex_free(m);
+    if (!(c = rlock_client_open(f->r->direct, &co, &err)))
+        goto done;
+    for (k = 0; k < p->names; k++) {
+        rlock_mutex_opts mo;
+        char key[32];
+        rlock_mutex_opts_init(&mo);
+        mo.layout = p->layout;
+        snprintf(key, sizeof key, "ex%d", k);
+        if (!(m[k] = rlock_mutex_new(c, key, &mo, &err)))
+            goto done;
     }
+    while (!atomic_load(&f->r->stop_faults)) {
+        rlock_status st[EX_NAMES_MAX];
+        int held[EX_NAMES_MAX], shared = -1, any = -1;
+        for (k = 0; k < p->names; k++)
+            held[k] =
+                rlock_mutex_status(m[k], &st[k]) == RLOCK_OK && st[k].held;
+        for (j = 0; j < p->names; j++) {
+            k = (f->first + j) % p->names;
+            if (!held[k])
+                continue;
+            if (any < 0)
+                any = k;
+            for (o = 0; o < p->names && shared < 0; o++)
+                if (o != k && held[o] && st[k].holder_pid != 0 &&
+                    st[o].holder_pid == st[k].holder_pid)
+                    shared = k;
+        }
+        pick = shared >= 0 ? shared : ex_now_ns() >= until ? any : -1;
+        if (pick >= 0 || ex_now_ns() >= until)
+            break;
+        sleep_ns(25 * 1000000LL);
+    }
+    if (pick >= 0)
+        (void)rlock_mutex_force_unlock(m[pick], NULL);
+done:
+    for (k = 0; k < p->names; k++)
+        rlock_mutex_free(m[k]);
     rlock_client_close(c);
+    note_fault(f->r, F_FORCE_UNLOCK, pick, f->t0, ex_now_ns());
+    return NULL;
 }
 
 /* What a fault with a length undoes when it ends. */
@@ -222,7 +266,8 @@ static void *injector_main(void *arg)
     ex_run *r = arg;
     const ex_plan *p = r->p;
     active act[EX_FAULTS_MAX];
-    int nact = 0, next = 0, i;
+    forcer force[EX_FAULTS_MAX];
+    int nact = 0, next = 0, nforce = 0, i;
 
     while (!atomic_load(&r->stop_faults)) {
         int64_t now = ex_now_ns(), due = now + 20 * 1000000LL;
@@ -279,8 +324,14 @@ static void *injector_main(void *arg)
                 note_fault(r, f->kind, f->a, a.t0, a.t0);
                 continue;
             case F_FORCE_UNLOCK:
-                force_unlock(r, f->a);
-                note_fault(r, f->kind, f->a, a.t0, ex_now_ns());
+                if (nforce < EX_FAULTS_MAX) {
+                    forcer *fo = &force[nforce];
+                    fo->r = r;
+                    fo->first = f->a;
+                    fo->t0 = a.t0;
+                    if (pthread_create(&fo->th, NULL, force_main, fo) == 0)
+                        nforce++;
+                }
                 continue;
             case F_CLIENT_PAUSE: {
                 char cmd[64];
@@ -301,6 +352,8 @@ static void *injector_main(void *arg)
     }
     for (i = 0; i < nact; i++)
         undo(r, &act[i]);
+    for (i = 0; i < nforce; i++)
+        pthread_join(force[i].th, NULL);
     atomic_store(&r->regime, R_CALM);
     return NULL;
 }
