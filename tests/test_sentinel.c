@@ -6,6 +6,8 @@
  * SIGKILLed master during contention); a hold whose key is not on the new
  * master is reported lost.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +213,181 @@ TEST(sentinel_failover_after_a_killed_master_breaks_no_exclusion)
     o.deadline_ms = 90000;
     o.during = kill_the_master;
     rt_checker_completes(&o);
+    stop_deployment();
+}
+
+/* ---- a stalled master (SIGSTOP) ---------------------------------------- */
+
+/* A waiter of its own client: lock (wait_ms < 0) or timedlock(wait_ms).
+ * Holding, it checks that nobody else of the test holds, keeps the lock
+ * a moment and lets go. */
+typedef struct stall_waiter {
+    rlock_mutex *m;
+    int64_t wait_ms;
+    int rc;
+    int64_t took_ms;     /* from the start of the call to its return */
+    int64_t got_at;      /* when it held (rt_now_ms), 0 if it did not */
+    int64_t released_at; /* when it let go */
+    atomic_int done;
+    pthread_t thread;
+} stall_waiter;
+
+static atomic_int stall_holders;
+static atomic_int stall_overlaps;
+
+static void *stall_waiter_main(void *p)
+{
+    stall_waiter *w = p;
+    int64_t t0 = rt_now_ms();
+
+    w->rc = w->wait_ms < 0 ? rlock_mutex_lock(w->m)
+                           : rlock_mutex_timedlock(w->m, w->wait_ms);
+    w->took_ms = rt_now_ms() - t0;
+    if (w->rc != RLOCK_OK) {
+        atomic_store(&w->done, 1);
+        return NULL;
+    }
+    w->got_at = rt_now_ms();
+    if (atomic_fetch_add(&stall_holders, 1) != 0)
+        atomic_fetch_add(&stall_overlaps, 1);
+    rt_sleep_ms(300);
+    atomic_fetch_sub(&stall_holders, 1);
+    w->released_at = rt_now_ms();
+    w->rc = rlock_mutex_unlock(w->m);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/*
+ * Issue 33, item 10. The master is stopped (SIGSTOP, not killed: its
+ * connections stay open and silent) while one client holds a lock there
+ * and two others wait for it, one without a bound (lock) and one with
+ * timedlock(25000). The holder's lease ends 1.5 s after it took the lock,
+ * so the waiters wake and try again while the master is stopped and
+ * before Sentinel can have promoted a replica: the stopped master never
+ * answers those attempts. That makes the waiters ask the sentinels again,
+ * and their waits go on, on the new master once there is one. Both get
+ * the lock, one after the other, and neither returns RLOCK_ENOREPLY. The
+ * second is handed the lock by a message of the new master within a
+ * second of the first's release (its keep-alive is 5 s away, the first
+ * holder's lease 30 s): the waiters subscribed again there. Each waiter's
+ * client has one connection, which the stopped master keeps owing an
+ * answer (an undo waits behind it): it does not keep the client from the
+ * new master.
+ */
+TEST(sentinel_waits_outlive_a_stopped_master)
+{
+    rlock_client *h, *a, *b;
+    rlock_client_opts wo;
+    rlock_mutex_opts ho;
+    rlock_mutex *held;
+    stall_waiter w[2];
+    int i;
+
+    start_deployment();
+    h = rt_client(url, NULL);
+    rlock_mutex_opts_init(&ho);
+    ho.lease_ms = 1500; /* fixed, and over before the failover */
+    held = rt_mutex(h, "stalled", &ho);
+    rlock_client_opts_init(&wo);
+    wo.waiter_ttl_ms = 15000; /* a keep-alive every 5 s */
+    wo.max_connections = 1;
+    a = rt_client(url, &wo);
+    b = rt_client(url, &wo);
+    memset(w, 0, sizeof w);
+    w[0].m = rt_mutex(a, "stalled", NULL);
+    w[0].wait_ms = -1;
+    w[1].m = rt_mutex(b, "stalled", NULL);
+    w[1].wait_ms = 25000;
+    atomic_store(&stall_holders, 0);
+    atomic_store(&stall_overlaps, 0);
+    CHECK_RC(rlock_mutex_lock(held), RLOCK_OK);
+    RT_WAIT_UNTIL(rt_cmd_int(servers[1], "EXISTS {rlock:stalled}") == 1 &&
+                      rt_cmd_int(servers[2], "EXISTS {rlock:stalled}") == 1,
+                  1000);
+    for (i = 0; i < 2; i++)
+        CHECK(pthread_create(&w[i].thread, NULL, stall_waiter_main, &w[i]) ==
+              0);
+    RT_WAIT_UNTIL(rt_cmd_int(servers[0], "LLEN {rlock:stalled}:queue") == 2,
+                  10000);
+    rt_server_pause(servers[0]);
+    CHECK(w[0].got_at == 0 && w[1].got_at == 0);
+    wait_new_master(rt_server_port(servers[0]));
+    RT_WAIT_UNTIL(atomic_load(&w[0].done) && atomic_load(&w[1].done), 40000);
+    for (i = 0; i < 2; i++)
+        pthread_join(w[i].thread, NULL);
+    for (i = 0; i < 2; i++) {
+        printf("waiter %d (%s): %s after %lld ms\n", i,
+               w[i].wait_ms < 0 ? "lock" : "timedlock 25000",
+               rlock_strerror(w[i].rc), (long long)w[i].took_ms);
+        CHECK_RC(w[i].rc, RLOCK_OK);
+        CHECK(w[i].got_at > 0);
+    }
+    CHECK_INT(atomic_load(&stall_overlaps), ==, 0);
+    CHECK_INT(w[1].took_ms, <, 25000);
+    {
+        stall_waiter *first = w[0].got_at < w[1].got_at ? &w[0] : &w[1];
+        stall_waiter *second = first == &w[0] ? &w[1] : &w[0];
+        CHECK_INT(second->got_at, >=, first->released_at);
+        CHECK_INT(second->got_at - first->released_at, <, 1000);
+    }
+    rt_server_resume(servers[0]);
+    for (i = 0; i < 2; i++)
+        rlock_mutex_free(w[i].m);
+    rlock_mutex_free(held);
+    rlock_client_close(a);
+    rlock_client_close(b);
+    rlock_client_close(h);
+    stop_deployment();
+}
+
+/*
+ * Issue 33, item 10. A client that was idle while its master stalled and
+ * Sentinel promoted a replica: its first call does not spend a whole
+ * command timeout on the pooled connection to the stopped master (which
+ * would answer nothing) before asking the sentinels. A master the client
+ * has not heard from for half of the sentinels' down-after period is
+ * asked about first; with no sentinel left, it is used as it was.
+ */
+TEST(sentinel_first_call_after_a_failover_asks_the_sentinels_first)
+{
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+    rt_server *m2;
+    int64_t t0, took;
+    int i, rc;
+
+    start_deployment();
+    rlock_client_opts_init(&o);
+    o.command_timeout_ms = 3000;
+    c = rt_client(url, &o);
+    m = rt_mutex(c, "first", NULL);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rt_server_pause(servers[0]);
+    m2 = wait_new_master(rt_server_port(servers[0]));
+    t0 = rt_now_ms();
+    rc = rlock_mutex_trylock(m);
+    took = rt_now_ms() - t0;
+    printf("first trylock after the failover: %s in %lld ms\n",
+           rlock_strerror(rc), (long long)took);
+    CHECK_RC(rc, RLOCK_OK);
+    CHECK_INT(took, <, 1500);
+    CHECK_INT(rt_cmd_int(m2, "EXISTS {rlock:first}"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    /* Asking first is a precaution: with every sentinel gone, a client
+     * that was idle still reaches the master it knows. */
+    for (i = 0; i < 3; i++)
+        rt_server_kill(sentinels[i]);
+    rt_sleep_ms(1000);
+    t0 = rt_now_ms();
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(rt_now_ms() - t0, <, 1500);
+    rt_server_resume(servers[0]);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
     stop_deployment();
 }
 

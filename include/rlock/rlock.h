@@ -296,7 +296,11 @@ RLOCK_API void rlock_client_opts_init(rlock_client_opts *o);
  * behind Redis Sentinel, "redis-sentinel://host:port[,host:port...]/
  * master-name[?db=N]" (the master is asked of the sentinels and checked
  * with ROLE at each new connection, and asked again after a lost
- * connection or a READONLY reply; credentials, for the master, from opts),
+ * connection, a READONLY reply or a request the master did not answer,
+ * and before a request to a master the client has not heard from for
+ * half of the sentinels' down-after-milliseconds, so that the first call
+ * after a failover does not wait on a master that stalled; credentials,
+ * for the master, from opts),
  * or a Redis Cluster, "redis-cluster://host:port[,host:port...]" (seed
  * nodes; each lock lives in the slot of its hash tag, on that slot's
  * master; MOVED, ASK and TRYAGAIN are followed: a slot migration is
@@ -534,6 +538,13 @@ RLOCK_API rlock_client *rlock_mutex_client(rlock_mutex *m);
  * A connection that drops under an attempt while waiting is replaced and
  * the wait goes on; the call returns RLOCK_EIO only if that happens twice
  * in a row.
+ * Behind Sentinel a wait outlives a failover: an attempt or keep-alive
+ * that the master does not answer, a connection it drops or refuses, or a
+ * server that is a replica now makes the client ask the sentinels again,
+ * and the wait goes on against the master they name (a fresh wait there:
+ * queued anew, subscribed again), after a pause that grows while the
+ * failures last. Nothing but the lock (or rlock_client_cancel_waits) ends
+ * rlock_mutex_lock then: while the deployment stays down it keeps waiting.
  *
  * Returns RLOCK_OK, or RLOCK_ELOST (a re-entry of a lost hold, above),
  * RLOCK_EINVAL (m NULL; Redlock: the lock is held for a client whose node
@@ -568,7 +579,10 @@ RLOCK_API int rlock_mutex_trylock(rlock_mutex *m);
 /*
  * As rlock_mutex_lock, but gives up after wait_ms milliseconds (measured on
  * the monotonic clock) and then returns RLOCK_ETIMEDOUT, leaving no trace
- * in the lock's queue. wait_ms = 0 behaves as rlock_mutex_trylock except
+ * in the lock's queue. Behind Sentinel, failures a failover explains do
+ * not end the wait before wait_ms (see rlock_mutex_lock); if its last
+ * attempt failed so, the call returns that attempt's error at wait_ms.
+ * wait_ms = 0 behaves as rlock_mutex_trylock except
  * that it returns RLOCK_ETIMEDOUT instead of RLOCK_EBUSY. wait_ms < 0 or
  * > RLOCK_MS_MAX: RLOCK_EINVAL. Returns within wait_ms plus one attempt's
  * deadline (command_timeout_ms, + sync_timeout_ms with sync_replicas),

@@ -41,6 +41,12 @@
  * keys may be refused until every key is on one side, and a request
  * naming one key is always served. */
 #define RLOCK__BK_SLOTS 4u
+/* The deployment replaces a master that fails (Sentinel): a request the
+ * master did not answer, or a connection it dropped or refused, may be a
+ * failover under way, after which the backend points the client at the
+ * new master (c->moves). A wait then goes on, as a fresh wait there,
+ * until its own bound, rather than end with the failure. */
+#define RLOCK__BK_FAILOVER 8u
 
 typedef struct rlock__backend {
     const char *name;   /* for messages */

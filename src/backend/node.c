@@ -25,6 +25,17 @@
  * unless an undo waits behind it: closing it then could let the server
  * run what it owed after an undo sent afresh, so it is kept until the
  * server has answered everything or the connection breaks.
+ *
+ * When the node moves (Sentinel named another master) or drains (the
+ * server is a replica now), its owing connections are retired: they are
+ * still read, and closed once answered, but no longer count against
+ * max_connections, and undos are no longer queued behind them. A master
+ * that stalled before a failover may never answer; its connections must
+ * not keep the new master from being reached, and an undo of an attempt
+ * made on the new master belongs there, not behind requests to a server
+ * that is not the master any more. (The undos queued behind a retired
+ * connection while it was current stay there, in order after what they
+ * undo.)
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -52,6 +63,7 @@ typedef struct owing {
     int64_t since;
     int undos;                 /* undos queued behind what it owes */
     uint64_t tags[OWING_TAGS]; /* theirs (rlock__req.tag), the last few */
+    int retired; /* of an address the node left: not counted in nopen */
 } owing;
 
 struct rlock__node {
@@ -65,12 +77,13 @@ struct rlock__node {
     pthread_cond_t cv;
     rlock__conn **idle;
     int nidle;
-    int nopen; /* idle, lent out and owing */
-    owing *owing;
+    int nopen;    /* idle, lent out and owing (not retired) */
+    owing *owing; /* room for twice max_connections: as many retired */
     int nowing;
-    unsigned gen; /* bumped when the node moves or drains: connections of
-                     an older generation are closed when they come back */
-    int loaded;   /* the scripts are known to be loaded (atomic) */
+    unsigned gen;  /* bumped when the node moves or drains: connections of
+                      an older generation are closed when they come back */
+    int loaded;    /* the scripts are known to be loaded (atomic) */
+    int64_t heard; /* when a request last had all its replies (atomic) */
 };
 
 /* ---- the node itself ---------------------------------------------------- */
@@ -111,7 +124,7 @@ int rlock__node_new(const rlock__node_cfg *cfg, const char *host, int port,
     n->host = host ? strdup(host) : NULL;
     n->path = path ? strdup(path) : NULL;
     n->idle = calloc((size_t)max, sizeof *n->idle);
-    n->owing = calloc((size_t)max, sizeof *n->owing);
+    n->owing = calloc(2 * (size_t)max, sizeof *n->owing);
     if ((host && !n->host) || (path && !n->path) || !n->idle || !n->owing) {
         free(n->host);
         free(n->path);
@@ -136,9 +149,11 @@ static void close_all(rlock__node *n)
 
     for (i = 0; i < n->nidle; i++)
         rlock__conn_close(n->idle[i]);
-    for (i = 0; i < n->nowing; i++)
+    for (i = 0; i < n->nowing; i++) {
         rlock__conn_close(n->owing[i].conn);
-    n->nopen -= n->nidle + n->nowing;
+        n->nopen -= !n->owing[i].retired;
+    }
+    n->nopen -= n->nidle;
     n->nidle = 0;
     n->nowing = 0;
 }
@@ -176,6 +191,10 @@ void rlock__node_drain(rlock__node *n)
         rlock__conn_close(n->idle[i]);
     n->nopen -= n->nidle;
     n->nidle = 0;
+    for (i = 0; i < n->nowing; i++) {
+        n->nopen -= !n->owing[i].retired;
+        n->owing[i].retired = 1;
+    }
     n->gen++;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
@@ -205,6 +224,16 @@ const char *rlock__node_where(const rlock__node *n)
 int rlock__node_is(const rlock__node *n, const char *host, int port)
 {
     return n->host && n->port == port && strcmp(n->host, host) == 0;
+}
+
+int64_t rlock__node_heard(const rlock__node *n)
+{
+    return __atomic_load_n(&n->heard, __ATOMIC_RELAXED);
+}
+
+static void heard_now(rlock__node *n)
+{
+    __atomic_store_n(&n->heard, rlock__now_ns(), __ATOMIC_RELAXED);
 }
 
 /* ---- error replies ------------------------------------------------------ */
@@ -331,6 +360,11 @@ static void settle_owing(rlock__node *n)
             i++;
             continue;
         }
+        if (n->owing[i].retired) {
+            rlock__conn_close(c); /* of an address the node left */
+            n->owing[i] = n->owing[--n->nowing];
+            continue;
+        }
         n->owing[i] = n->owing[--n->nowing];
         give_back(n, c, rlock__conn_pending(c) > 0);
     }
@@ -372,12 +406,34 @@ static int pool_wait(rlock__node *n, rlock__conn **out, int64_t deadline_ns)
     }
 }
 
-static void owe(rlock__node *n, rlock__conn *c)
+/* Keeps c, taken in generation gen, as owing (mu held). A connection of
+ * an earlier generation is retired at once. With no room left (more
+ * retired connections than max_connections), the oldest retired one is
+ * closed: what was queued on it was written in order already, only its
+ * answers are not read. */
+static void owe(rlock__node *n, rlock__conn *c, unsigned gen)
 {
+    int i, oldest = -1;
+    owing *o;
+
+    if (n->nowing == 2 * n->cfg->max_connections) {
+        for (i = 0; i < n->nowing; i++)
+            if (n->owing[i].retired &&
+                (oldest < 0 || n->owing[i].since < n->owing[oldest].since))
+                oldest = i;
+        rlock__conn_close(n->owing[oldest].conn);
+        n->owing[oldest] = n->owing[--n->nowing];
+    }
     rlock__conn_discard(c, rlock__conn_pending(c));
-    memset(&n->owing[n->nowing], 0, sizeof n->owing[0]);
-    n->owing[n->nowing].conn = c;
-    n->owing[n->nowing++].since = rlock__now_ns();
+    o = &n->owing[n->nowing++];
+    memset(o, 0, sizeof *o);
+    o->conn = c;
+    o->since = rlock__now_ns();
+    o->retired = gen != n->gen;
+    if (o->retired) {
+        n->nopen--;
+        pthread_cond_signal(&n->cv);
+    }
 }
 
 /* ---- new connections ---------------------------------------------------- */
@@ -701,7 +757,7 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
         return;
     }
     pthread_mutex_lock(&n->mu);
-    owe(n, l->conn);
+    owe(n, l->conn, l->gen);
     pthread_mutex_unlock(&n->mu);
     l->conn = NULL;
 }
@@ -768,6 +824,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
         return 0;
     }
     res->sent = 1;
+    heard_now(n);
     if (l->fresh) {
         rc = handshake_check(n, c, l->hs, &res->err);
         l->fresh = 0;
@@ -842,6 +899,7 @@ static void leg_connected(leg *l, rlock__result *res)
     } else if ((res->rc = handshake_check(n, c, l->hs, &res->err)) ==
                RLOCK_OK) {
         l->peer = rlock__conn_peer(c);
+        heard_now(n);
         rlock__conn_take(c, &pong);
         if (pong->type == REDIS_REPLY_ERROR)
             res->rc = rlock__reply_error(n->where, pong, &res->err);
@@ -876,6 +934,8 @@ static int queue_behind(rlock__node *n, const rlock__req *req,
     settle_owing(n);
     for (i = 0; i < n->nowing; i++) {
         owing *o = &n->owing[i];
+        if (o->retired)
+            continue;
         if (queued_on(o, req->tag)) {
             queued = 1;
             continue;
@@ -1091,6 +1151,7 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
         leg_done(&l, 1);
         return rc;
     }
+    heard_now(n);
     for (i = 0; i < ncmds; i++)
         rlock__conn_take(l.conn, &replies[i]);
     leg_done(&l, 0);
@@ -1133,6 +1194,8 @@ int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
         rlock__conn_close(c);
         return rc;
     }
+    if (hs > 0)
+        heard_now(n);
     *out = c;
     return RLOCK_OK;
 }

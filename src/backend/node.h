@@ -68,7 +68,8 @@ void rlock__node_free(rlock__node *n);
 /* In a forked child: forget the parent's connections (not closed in a
  * way the parent would notice) and start afresh. */
 void rlock__node_after_fork(rlock__node *n);
-/* Closes the idle connections (a master that is one no more). */
+/* Closes the idle connections and retires the owing ones (a master that
+ * is one no more). */
 void rlock__node_drain(rlock__node *n);
 /* Points the node at another address; its idle connections go. A node
  * that moves should have been given a name (where) that stays true:
@@ -78,6 +79,9 @@ int rlock__node_move(rlock__node *n, const char *host, int port);
 const char *rlock__node_where(const rlock__node *n);
 /* Whether n is at host:port. */
 int rlock__node_is(const rlock__node *n, const char *host, int port);
+/* When the server last answered everything a request of the node asked
+ * (rlock__now_ns; 0: never). */
+int64_t rlock__node_heard(const rlock__node *n);
 
 /* Flags of rlock__nodes_exec. */
 #define RLOCK__X_ASKING 1 /* ASKING first (a cluster slot in migration) */

@@ -7,15 +7,31 @@
  * Every new connection goes to the master as the sentinels last named it,
  * and is checked with ROLE in its handshake: a server that is no longer
  * the master (the sentinels have not noticed yet, or a stale sentinel
- * answered) is not used. The address is asked for again after a
- * connection was lost or refused, or after a reply said the server is a
- * replica (READONLY, MASTERDOWN): a failover closes the old master's
- * client connections (Sentinel kills them), so every client of a
- * failed-over master comes here. Holds then live on the new master: the
- * watchdog's next renewal finds each key there or not, and a hold whose
- * key did not reach the new master is reported lost (on_lost). Waiters
- * subscribe again on their new subscriber connection, as after any lost
- * connection.
+ * answered) is not used. The address is asked for again:
+ *  - after a connection was lost or refused, after a reply said the
+ *    server is a replica (READONLY, MASTERDOWN), and after a request the
+ *    master never answered (an attempt, a keep-alive, a renewal, an
+ *    undo): a failover closes the old master's client connections when
+ *    Sentinel demotes it, but a master that stalled (SIGSTOP, a hung
+ *    host) closes nothing and answers nothing, and is replaced all the
+ *    same;
+ *  - before a request to a master the client has not heard from for half
+ *    of the sentinels' down-after-milliseconds (read with the address):
+ *    no failover can have ended sooner after the master last answered, so
+ *    a client that was idle meanwhile does not spend its first call's
+ *    whole deadline on a pooled connection to a master that stalled and
+ *    was replaced. (A client that talks to the master more often never
+ *    asks; one that is idle for longer asks once per call, one round trip
+ *    to a sentinel. Sentinels that do not answer then do not stop the
+ *    request: it goes where the master was.)
+ * When the address changes, the client's moves count goes up: the
+ * subscriber connection, still open to the old master if that one only
+ * stalled, is replaced and every channel subscribed again on the new
+ * master, and waits whose attempts the old master did not answer go on
+ * there as fresh waits (engine/wait.c, RLOCK__BK_FAILOVER). Holds then
+ * live on the new master: the watchdog's next renewal finds each key there
+ * or not, and a hold whose key did not reach the new master is reported
+ * lost (on_lost).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +42,11 @@
 #include "util/clock.h"
 
 #define SENTINELS_MAX 16
+/* Sentinel's default down-after-milliseconds, for sentinels that do not
+ * say theirs (an ACL that allows get-master-addr-by-name only). */
+#define DOWN_AFTER_DEFAULT_MS 30000
+/* More than a day is not a setting but a broken answer. */
+#define DOWN_AFTER_MAX_MS (24 * 3600 * 1000LL)
 
 typedef struct sentinel {
     rlock__url sentinels[SENTINELS_MAX];
@@ -33,8 +54,11 @@ typedef struct sentinel {
     char *master_name;
     rlock__node_cfg cfg;
     rlock__node *node;  /* the master, where the sentinels last said */
-    pthread_mutex_t mu; /* guards stale and the node's moves */
+    pthread_mutex_t mu; /* guards what follows and the node's moves */
     int stale;          /* ask the sentinels before the next request */
+    int64_t asked_at;   /* when they last named the master, or were asked
+                           in vain for want of news from it */
+    int64_t quiet_ns;   /* not heard from for longer: ask them first */
 } sentinel;
 
 static sentinel *of(const rlock_client *c)
@@ -79,9 +103,29 @@ int rlock__sentinel_parse(const char *spec, rlock__url *sentinels, int max,
     return rlock__url_list_parse(spec, slash, sentinels, max, n, "sentinel", e);
 }
 
+/* The sentinel's down-after-milliseconds for the master, from its answer
+ * to SENTINEL MASTER (field names and values in turn); 0 if it does not
+ * say. */
+static int64_t down_after_ms(const redisReply *r)
+{
+    size_t i;
+
+    if (r->type != REDIS_REPLY_ARRAY)
+        return 0;
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
+            strcmp(k->str, "down-after-milliseconds") == 0)
+            return strtoll(v->str, NULL, 10);
+    }
+    return 0;
+}
+
 /* Asks the sentinels, in the order given, where the master is, and
- * points the node there. Each sentinel is given the connect timeout for
- * its exchange, within the call's deadline. */
+ * points the node there (a move counts in c->moves). Each sentinel is
+ * given the connect timeout for its exchange, within the call's deadline.
+ * The same round trip asks how long the sentinels wait before they call
+ * a silent master down. */
 static int resolve(rlock_client *c, rlock__call *call)
 {
     sentinel *s = of(c);
@@ -91,31 +135,41 @@ static int resolve(rlock_client *c, rlock__call *call)
 
     for (i = 0; i < s->nsentinels; i++) {
         const rlock__url *u = &s->sentinels[i];
-        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
+        const char *addr[3] = {"SENTINEL", "get-master-addr-by-name",
                                s->master_name};
-        rlock__cmd cmd = {3, argv, NULL};
-        redisReply *r = NULL;
+        const char *master[3] = {"SENTINEL", "MASTER", s->master_name};
+        rlock__cmd cmds[2] = {{3, addr, NULL}, {3, master, NULL}};
+        redisReply *replies[2] = {NULL, NULL}, *r;
         char where[300];
         rlock__call one;
         int rc;
 
         rlock__call_init(&one, call->deadline_ns);
         rlock__url_describe(u, where, sizeof where);
-        rc = rlock__dial(&s->cfg, u->host, u->port, where, 1, &cmd, &r,
+        rc = rlock__dial(&s->cfg, u->host, u->port, where, 2, cmds, replies,
                          rlock__call_until(call, c->opts.connect_timeout_ms),
                          &one);
+        r = replies[0];
         if (rc == RLOCK_OK && r->type == REDIS_REPLY_ARRAY &&
             r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
             r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[0]->len < 256) {
-            int port = atoi(r->element[1]->str);
+            int port = atoi(r->element[1]->str), moved;
+            int64_t down_ms = down_after_ms(replies[1]);
+            if (down_ms <= 0 || down_ms > DOWN_AFTER_MAX_MS)
+                down_ms = DOWN_AFTER_DEFAULT_MS;
             pthread_mutex_lock(&s->mu);
-            rc = rlock__node_is(s->node, r->element[0]->str, port)
-                     ? RLOCK_OK
-                     : rlock__node_move(s->node, r->element[0]->str, port);
+            moved = !rlock__node_is(s->node, r->element[0]->str, port);
+            rc = moved ? rlock__node_move(s->node, r->element[0]->str, port)
+                       : RLOCK_OK;
+            if (moved && rc == RLOCK_OK)
+                __atomic_add_fetch(&c->moves, 1, __ATOMIC_RELEASE);
             s->stale = 0;
+            s->asked_at = rlock__now_ns();
+            s->quiet_ns = down_ms * RLOCK__NS_PER_MS / 2;
             pthread_mutex_unlock(&s->mu);
             freeReplyObject(r);
+            freeReplyObject(replies[1]);
             if (rc != RLOCK_OK)
                 return rlock__fail(call, rc, "out of memory");
             return RLOCK_OK;
@@ -131,6 +185,8 @@ static int resolve(rlock_client *c, rlock__call *call)
                                                : "unexpected answer");
         if (r)
             freeReplyObject(r);
+        if (replies[1])
+            freeReplyObject(replies[1]);
     }
     return rlock__fail(call, known ? RLOCK_EUNAVAILABLE : RLOCK_ECONNECT,
                        "no sentinel named the master '%s'%s", s->master_name,
@@ -154,15 +210,38 @@ static void suspect(rlock_client *c, int rc)
         rlock__node_drain(s->node);
 }
 
+/* Asks the sentinels first if a request made the master suspect, or if
+ * the master has been quiet for so long that they may have replaced it
+ * meanwhile. The second is a precaution, not a need: it gets half of
+ * what is left of the call, and if no sentinel answers, the request goes
+ * where the master was (and the sentinels are not asked so again for a
+ * while), so that a client whose sentinels are down, or out of reach,
+ * still reaches a master that is up. */
 static int fresh_address(rlock_client *c, rlock__call *call)
 {
     sentinel *s = of(c);
-    int stale;
+    int64_t heard = rlock__node_heard(s->node), now = rlock__now_ns();
+    rlock__call half;
+    int stale, quiet;
 
     pthread_mutex_lock(&s->mu);
+    if (heard < s->asked_at)
+        heard = s->asked_at;
     stale = s->stale;
+    quiet = now - heard > s->quiet_ns;
     pthread_mutex_unlock(&s->mu);
-    return stale ? resolve(c, call) : RLOCK_OK;
+    if (stale)
+        return resolve(c, call);
+    if (!quiet)
+        return RLOCK_OK;
+    rlock__call_init(
+        &half, call->deadline_ns ? now + (call->deadline_ns - now) / 2 : 0);
+    if (resolve(c, &half) != RLOCK_OK) {
+        pthread_mutex_lock(&s->mu);
+        s->asked_at = rlock__now_ns();
+        pthread_mutex_unlock(&s->mu);
+    }
+    return RLOCK_OK;
 }
 
 /* A failure to reach the master before anything was sent: the sentinels
@@ -325,7 +404,7 @@ static int sub_connect_sentinel(rlock_client *c, rlock__conn **out,
 const rlock__backend rlock__backend_sentinel = {
     "Sentinel",
     "redis-sentinel://",
-    RLOCK__BK_ONE_COPY | RLOCK__BK_WAIT,
+    RLOCK__BK_ONE_COPY | RLOCK__BK_WAIT | RLOCK__BK_FAILOVER,
     open_sentinel,
     close_sentinel,
     after_fork_sentinel,

@@ -47,6 +47,7 @@ struct rlock__bg {
      * interrupts that waiter's poll. */
     rlock__sub *subs;
     rlock__conn *sub_conn;
+    unsigned sub_moves; /* c->moves before sub_conn was made */
     int sub_up;
     int64_t sub_retry_at;
     struct rlock__waiter *sub_reader;

@@ -14,6 +14,11 @@
  * When the connection breaks, every waiter is woken at once: it retries,
  * and waits with jittered backoff until the connection and its
  * subscriptions are back, so a message lost in the outage costs one retry.
+ * The same happens when the backend points the client at another server
+ * (c->moves, a Sentinel failover): the connection may still be open to the
+ * old master, which stalled rather than died, and hears nothing of the
+ * releases on the new one; it is replaced, and every channel subscribed
+ * again there.
  *
  * Who reads it: the background thread, or a waiter about to sleep for a
  * message (rlock__sub_read). Read by the background thread, a message for
@@ -70,6 +75,13 @@ static rlock__sub *sub_of(rlock_client *c, const rlock_mutex *m)
     return NULL;
 }
 
+/* Whether the connection was made to the server the backend names now
+ * (no move since). */
+static int sub_current(const rlock_client *c)
+{
+    return c->bg->sub_moves == __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);
+}
+
 /* Wakes the waiters of one channel, or all of them (ch == NULL). */
 static void wake_waiters(rlock_client *c, const char *ch, size_t len)
 {
@@ -109,8 +121,10 @@ int rlock__sub_want(rlock_client *c, rlock_mutex *m, rlock__call *call)
     }
     if ((rc = rlock__bg_ensure(c, call)) != RLOCK_OK)
         return rc;
-    if (s->state == WANTED)
+    if (s->state == WANTED || (c->bg->sub_conn && !sub_current(c))) {
         rlock__bg_kick(c);
+        return 0;
+    }
     return s->state == ACTIVE && c->bg->sub_up;
 }
 
@@ -210,12 +224,16 @@ static void drain(rlock_client *c, rlock__conn *conn)
     }
 }
 
-/* Whether sub_step has something to do on the connection: close it, or
- * send a SUBSCRIBE or UNSUBSCRIBE. */
-static int conn_work(const struct rlock__bg *bg)
+/* Whether sub_step has something to do on the connection: close it (no
+ * channel wanted, or made before a move), or send a SUBSCRIBE or
+ * UNSUBSCRIBE. */
+static int conn_work(const rlock_client *c)
 {
+    const struct rlock__bg *bg = c->bg;
     const rlock__sub *s;
 
+    if (bg->sub_conn && !sub_current(c))
+        return 1;
     if (!bg->subs)
         return bg->sub_conn != NULL;
     for (s = bg->subs; s; s = s->next)
@@ -233,9 +251,15 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
     if (bg->sub_reader) {
         /* A waiter reads the connection: it hands it back when rung, and
          * wakes this thread then. */
-        if (conn_work(bg))
+        if (conn_work(c))
             ring(bg);
         return;
+    }
+    if (bg->sub_conn && !sub_current(c)) {
+        /* Made to a server that is no longer the master: the waiters
+         * retry, and subscribe again on a new connection. */
+        sub_drop(c);
+        bg->sub_retry_at = 0;
     }
 
     if (!bg->subs) {
@@ -254,6 +278,9 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
             return;
         }
         rlock__call_init(&call, rlock__bg_bound(c));
+        /* Read before connecting: a move while it connects makes the
+         * connection old at once, and it is made again. */
+        bg->sub_moves = __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);
         pthread_mutex_unlock(&c->mu);
         rc = c->backend->sub_connect ? c->backend->sub_connect(c, &conn, &call)
                                      : RLOCK_EINVAL;
@@ -352,7 +379,7 @@ int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
     char buf[64];
 
     if (!conn || !bg->sub_up || bg->sub_reader || bg->sub_busy ||
-        !bg->running || conn_work(bg) || rlock__conn_events(conn) != POLLIN)
+        !bg->running || conn_work(c) || rlock__conn_events(conn) != POLLIN)
         return 0;
     if (bg->ring[0] < 0 && pipe2(bg->ring, O_NONBLOCK | O_CLOEXEC) != 0) {
         bg->ring[0] = bg->ring[1] = -1;
@@ -394,7 +421,7 @@ int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
         others |= o != w;
     /* The background thread takes the connection back: to reconnect, to
      * send, or to read for the other waiters. */
-    if (failed || others || conn_work(bg))
+    if (failed || others || conn_work(c))
         bg->driver->kick(c);
     return 1;
 }

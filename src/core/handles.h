@@ -77,6 +77,11 @@ struct rlock_client {
     int cad_form;
     int64_t cad_paused_until;
     uint64_t next_nonce; /* acquisitions' nonces (atomic) */
+    /* Goes up each time the backend points the client at another server
+     * for the same locks (a Sentinel failover): the subscriber connection
+     * made before is to a server that no longer publishes the releases,
+     * and waits subscribe again (atomic). */
+    unsigned moves;
 
     struct rlock__bg *bg; /* background work (bg/) */
 };

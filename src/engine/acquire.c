@@ -384,9 +384,11 @@ int rlock__attempt(rlock__call *call, rlock_mutex *m, rlock__as owner,
             rlock__results_free(&res);
             rlock__req_free(&req);
             rc = rlock__keep_new_hold(call, m, owner);
-            if (rc == RLOCK_EBUSY) {
-                /* Given back under this nonce: spent. */
-                if (hint_ms)
+            if (rc != RLOCK_OK) {
+                /* Given back under this nonce: spent, so that a wait that
+                 * goes on (after a failover) cannot have the give-back
+                 * remove what its next attempts take. */
+                if (hint_ms && rc == RLOCK_EBUSY)
                     *hint_ms = 0;
                 *nonce_io = rlock__new_nonce(c);
             }

@@ -33,6 +33,21 @@
  * Then it tries again; the acquire script re-checks everything, so a
  * spurious wake costs one round trip and is never wrong.
  *
+ * Where the deployment replaces a master that fails (RLOCK__BK_FAILOVER:
+ * Sentinel), an attempt that failed the way a failover does (no reply, a
+ * connection lost or refused, a server that is a replica now) does not end
+ * the wait: the backend asks the sentinels before the next attempt, and
+ * the wait goes on, after a short pause that grows while the failures
+ * last, against whichever master they name, until its own bound (none for
+ * rlock_mutex_lock). Nothing of the failed attempt is carried over: one
+ * that may have run was undone behind its request and its nonce spent
+ * (rlock__attempt), so that a late run of it, or of its undo, can touch
+ * nothing the later attempts take; and on a new master the wait is a
+ * fresh one, queued there anew, that subscribes again (c->moves: an
+ * attempt after which the client moved is not slept on until the
+ * subscription on the new master is confirmed, or for more than a
+ * backoff).
+ *
  * A timed wait ends within its bound: every step it takes after the wait
  * began (an attempt, the renewal or replica check of a grant, leaving the
  * queue) ends by the wait's deadline plus one call's budget (the command
@@ -94,6 +109,8 @@ typedef struct wait {
     int awaited_sub; /* it waited for the subscription once */
     int subscribed;  /* the subscription was active at the last look */
     int drops;       /* connections lost under attempts in a row */
+    int fails;       /* attempts failed as in a failover, in a row */
+    unsigned moves;  /* c->moves when the subscription was looked at */
     int granted;     /* the lock was handed over, not taken */
     int gave_up;     /* the deadline came */
     int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
@@ -137,6 +154,7 @@ static step before_attempt(wait *s)
     }
     s->w.woken = 0;
     s->subscribed = 0;
+    s->moves = __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);
     /* The first attempt needs no subscription unless the mutex has one
      * already: an uncontended lock costs one round trip and no subscriber
      * connection. */
@@ -174,6 +192,39 @@ static void nonce_spent(wait *s)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Whether rc ends a failed step of the wait as a failover would: the
+ * master did not answer, dropped or refused the connection, or is a
+ * replica now (or still loading), on a deployment that replaces it. */
+static int failing_over(const wait *s, int rc)
+{
+    return (s->m->c->backend->flags & RLOCK__BK_FAILOVER) &&
+           (rc == RLOCK_ENOREPLY || rc == RLOCK_EIO || rc == RLOCK_ECONNECT ||
+            rc == RLOCK_EUNAVAILABLE);
+}
+
+/* After a step that failed as in a failover, with time left: a pause
+ * (none after the first, which waited out a whole deadline or found a
+ * connection gone; then the backoff, doubled at each failure in a row up
+ * to the keep-alive), and another attempt. */
+static step after_failover_step(wait *s)
+{
+    rlock_client *c = s->m->c;
+    int64_t ms = 0, keepalive_ms = c->opts.waiter_ttl_ms / 3;
+
+    if (s->fails++ > 0) {
+        int shift = s->fails - 2 < 4 ? s->fails - 2 : 4;
+        ms = rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms)
+             << shift;
+        if (ms > keepalive_ms)
+            ms = keepalive_ms;
+    }
+    s->until = rlock__now_ns() + ms * RLOCK__NS_PER_MS;
+    if (!s->forever && s->until > s->deadline)
+        s->until = s->deadline;
+    s->subscribed = 0;
+    return SLEEP;
+}
+
 /* What to do after an attempt that answered rc (mu not held). */
 static step after_attempt(wait *s, int rc, uint64_t old_nonce)
 {
@@ -183,11 +234,15 @@ static step after_attempt(wait *s, int rc, uint64_t old_nonce)
     s->attempted = 1;
     if (s->nonce != old_nonce)
         nonce_spent(s);
+    /* A failover under way: the wait goes on while it has time (above). */
+    if (rc != RLOCK_EBUSY && failing_over(s, rc) &&
+        (s->forever || rlock__now_ns() < s->deadline))
+        return after_failover_step(s);
     /* A connection that dropped under an attempt (the server closed it, a
      * proxy restarted) is replaced and the wait goes on, within the
      * deadline; the attempt itself is being undone. Twice in a row is a
      * server that is going away: tell the caller. A timeout is not
-     * retried: the caller asked for a bound. */
+     * retried on a single server: the caller asked for a bound. */
     if (rc == RLOCK_EIO && ++s->drops < 2 &&
         (s->forever || rlock__now_ns() < s->deadline))
         return ATTEMPT;
@@ -196,6 +251,15 @@ static step after_attempt(wait *s, int rc, uint64_t old_nonce)
         return DONE;
     }
     s->drops = 0;
+    s->fails = 0;
+    if (s->moves != __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE)) {
+        /* The client moved to another master (during this attempt or
+         * just before it): the subscription looked at before it was on
+         * the old one. Subscribe there, waiting for its confirmation once,
+         * and try again before sleeping. */
+        s->subscribed = 0;
+        s->awaited_sub = 0;
+    }
     now = rlock__now_ns();
     if (!s->forever && now >= s->deadline) {
         int took;
@@ -281,14 +345,19 @@ static step keep_grant(wait *s)
     }
     s->call->err = one.err;
     s->granted = 0;
+    if (rc != RLOCK_EBUSY && !failing_over(s, rc)) {
+        s->rc = rc;
+        return DONE;
+    }
+    /* Given back under the grant's nonce: spent. */
+    s->nonce = rlock__new_nonce(s->m->c);
+    nonce_spent(s);
+    if (s->forever || rlock__now_ns() < s->deadline)
+        return rc == RLOCK_EBUSY ? ATTEMPT : after_failover_step(s);
     if (rc != RLOCK_EBUSY) {
         s->rc = rc;
         return DONE;
     }
-    s->nonce = rlock__new_nonce(s->m->c);
-    nonce_spent(s);
-    if (s->forever || rlock__now_ns() < s->deadline)
-        return ATTEMPT;
     s->gave_up = 1;
     s->rc = RLOCK_ETIMEDOUT;
     return DONE;
