@@ -464,6 +464,73 @@ TEST(forked_child_never_shares_the_parents_identity)
     rt_server_stop(s);
 }
 
+/* In a child forked while the server is stopped: the client is usable at
+ * once, forgets the parent's hold without a round trip, and nothing it
+ * inherited is locked. */
+static int child_of_a_stalled_parent(void *arg)
+{
+    rlock_mutex *m = arg;
+    int64_t left;
+
+    if (rlock_mutex_lease_left(m, &left) != RLOCK_ENOTOWNER)
+        return 10;
+    if (rlock_mutex_unlock(m) != RLOCK_ENOTOWNER)
+        return 11;
+    return 0;
+}
+
+/*
+ * Issue 33, item 11. fork() never waits on the network: with the server
+ * stopped (SIGSTOP) while the background thread renews a watchdog hold
+ * (each renewal waits up to the 2 s command timeout for a reply that
+ * never comes), forks from the main thread each return at once. The
+ * child gets a consistent copy of the client: it uses it at once, and it
+ * holds nothing of the parent's.
+ */
+TEST(fork_never_waits_for_a_renewal_the_server_does_not_answer)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+    int64_t t0, until, longest = 0, total = 0;
+    int forks = 0;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = 6000; /* renewed from 2 s on */
+    c = rt_client(rt_server_url(s), &o);
+    m = rt_mutex(c, "forking", NULL);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    t0 = rt_now_ms();
+    rt_server_pause(s);
+    /* From the first renewal until shortly before the lease ends, a
+     * renewal is nearly always waiting for its reply. */
+    while (rt_now_ms() < t0 + 2200)
+        rt_sleep_ms(10);
+    until = t0 + 5500;
+    while (rt_now_ms() < until) {
+        int64_t f0 = rt_now_ms(), took;
+        pid_t pid = rt_fork(child_of_a_stalled_parent, m);
+        took = rt_now_ms() - f0;
+        if (took > longest)
+            longest = took;
+        total += took;
+        forks++;
+        CHECK_INT(rt_wait(pid), ==, 0);
+        rt_sleep_ms(20);
+    }
+    printf("%d forks while the server was stopped: longest %lld ms, "
+           "mean %.1f ms\n",
+           forks, (long long)longest, (double)total / forks);
+    CHECK_INT(longest, <, 150);
+    CHECK_INT(forks, >, 10);
+    rt_server_resume(s);
+    rlock_mutex_unlock(m); /* lost or not: either way it is let go */
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
 TEST(owner_ids_are_long_and_random)
 {
     rt_server *s = rt_server_start(NULL);

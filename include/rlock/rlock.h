@@ -24,9 +24,14 @@
  * parent's holds: on its first call a client inherited through fork()
  * takes a new identity and new connections, and forgets (without
  * releasing) the parent's holds. In the child, make that first call from
- * one thread before others use the client. fork() itself waits until the
- * client's background thread is idle, so the child never inherits it
- * mid-work.
+ * one thread before others use the client. fork() never waits on the
+ * network: it takes each client's internal locks for as long as it
+ * copies the process, and those are held only for work in memory, never
+ * across a round trip, so fork() waits at most for other threads to
+ * finish a few instructions, whatever Redis does (a renewal waiting for a
+ * stalled server does not hold it up). The child gets every client as it
+ * was at one moment; a request that was in flight is the parent's, and
+ * its answer goes to the parent.
  *
  * Every hold has a lease: if the owner dies, Redis forgets the lock after at
  * most the lease and another owner can take it. With lease_ms = 0 the client

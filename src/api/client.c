@@ -93,8 +93,25 @@ static void init_sync(rlock_client *c)
     pthread_condattr_destroy(&ca);
 }
 
+/* What fork() holds of the client: mu, then the backend's locks (no code
+ * takes mu while it holds one of those). */
+static void fork_hold(void *arg, int take)
+{
+    rlock_client *c = arg;
+
+    if (take) {
+        pthread_mutex_lock(&c->mu);
+        c->backend->fork_hold(c, 1);
+    } else {
+        c->backend->fork_hold(c, 0);
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
 static void free_client(rlock_client *c)
 {
+    if (c->fork_guard.hold)
+        rlock__fork_guard_remove(&c->fork_guard);
     rlock__bg_free(c);
     if (c->backend)
         c->backend->close(c);
@@ -181,6 +198,9 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
         *err = rlock__api_done(&call, NULL, NULL, rc);
         return NULL;
     }
+    c->fork_guard.hold = fork_hold;
+    c->fork_guard.arg = c;
+    rlock__fork_guard_add(&c->fork_guard);
     *err = RLOCK_OK;
     return c;
 }

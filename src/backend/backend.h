@@ -64,6 +64,11 @@ typedef struct rlock__backend {
     void (*close)(rlock_client *c);
     /* In a forked child: nothing of the parent's connections is used. */
     void (*after_fork)(rlock_client *c);
+    /* Around fork() (core/fork.h): take 1 takes every lock that guards
+     * the backend's state, in the order its code nests them, so that the
+     * child copies it whole; take 0 gives them back. None of them is held
+     * across a round trip. */
+    void (*fork_hold)(rlock_client *c, int take);
 
     /* Runs req on the node(s) its keys live on: res gets c->nnodes
      * results. flags: RLOCK__X_BEHIND for undos, RLOCK__X_BRIEF for the

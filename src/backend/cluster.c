@@ -567,6 +567,21 @@ static void after_fork_cluster(rlock_client *c)
             rlock__node_after_fork(k->masters[i].node);
 }
 
+/* k->mu before the masters' nodes: the table they are in is k->mu's. */
+static void fork_hold_cluster(rlock_client *c, int take)
+{
+    cluster *k = of(c);
+    int i;
+
+    if (take)
+        pthread_mutex_lock(&k->mu);
+    for (i = 0; i < k->nmasters; i++)
+        if (k->masters[i].node)
+            rlock__node_fork_hold(k->masters[i].node, take);
+    if (!take)
+        pthread_mutex_unlock(&k->mu);
+}
+
 static int ping_cluster(rlock_client *c, rlock_server_info *info,
                         rlock__call *call)
 {
@@ -611,6 +626,7 @@ const rlock__backend rlock__backend_cluster = {
     open_cluster,
     close_cluster,
     after_fork_cluster,
+    fork_hold_cluster,
     exec_cluster,
     group_cluster,
     ping_cluster,

@@ -182,6 +182,14 @@ void rlock__node_after_fork(rlock__node *n)
     n->nopen = 0;
 }
 
+void rlock__node_fork_hold(rlock__node *n, int take)
+{
+    if (take)
+        pthread_mutex_lock(&n->mu);
+    else
+        pthread_mutex_unlock(&n->mu);
+}
+
 void rlock__node_drain(rlock__node *n)
 {
     int i;
@@ -1164,13 +1172,18 @@ int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
     rlock__endpoint ep;
     rlock__neterr ne;
     rlock__conn *c;
+    char host[256];
     size_t want;
     int hs, rc;
 
+    /* The address is copied under mu (a Sentinel node may move); the
+     * connection is started outside it: resolving a host name may take
+     * long, and fork() takes mu. */
     pthread_mutex_lock(&n->mu);
-    endpoint(n, n->host, n->port, n->path, &ep);
-    rc = rlock__conn_start(&ep, &c, &ne);
+    snprintf(host, sizeof host, "%s", n->host ? n->host : "");
+    endpoint(n, n->host ? host : NULL, n->port, n->path, &ep);
     pthread_mutex_unlock(&n->mu);
+    rc = rlock__conn_start(&ep, &c, &ne);
     if (rc != RLOCK_OK)
         return rlock__fail(call, rc, "cannot connect to %s: %s", n->where,
                            ne.msg);

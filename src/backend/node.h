@@ -68,6 +68,9 @@ void rlock__node_free(rlock__node *n);
 /* In a forked child: forget the parent's connections (not closed in a
  * way the parent would notice) and start afresh. */
 void rlock__node_after_fork(rlock__node *n);
+/* Around fork(): take 1 takes the lock of the node's pool (held only for
+ * work in memory, never across a round trip), take 0 gives it back. */
+void rlock__node_fork_hold(rlock__node *n, int take);
 /* Closes the idle connections and retires the owing ones (a master that
  * is one no more). */
 void rlock__node_drain(rlock__node *n);

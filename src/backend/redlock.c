@@ -389,6 +389,15 @@ static void after_fork_redlock(rlock_client *c)
         rlock__node_after_fork(r->nodes[i]);
 }
 
+static void fork_hold_redlock(rlock_client *c, int take)
+{
+    redlock *r = of(c);
+    int i;
+
+    for (i = 0; i < r->n; i++)
+        rlock__node_fork_hold(r->nodes[i], take);
+}
+
 static void exec_redlock(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call)
 {
@@ -478,6 +487,7 @@ const rlock__backend rlock__backend_redlock = {
     open_redlock,
     close_redlock,
     after_fork_redlock,
+    fork_hold_redlock,
     exec_redlock,
     rlock__group_all,
     ping_redlock,

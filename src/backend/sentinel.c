@@ -374,6 +374,20 @@ static void after_fork_sentinel(rlock_client *c)
     rlock__node_after_fork(s->node);
 }
 
+/* s->mu before the node's: resolve moves the node under s->mu. */
+static void fork_hold_sentinel(rlock_client *c, int take)
+{
+    sentinel *s = of(c);
+
+    if (take) {
+        pthread_mutex_lock(&s->mu);
+        rlock__node_fork_hold(s->node, 1);
+    } else {
+        rlock__node_fork_hold(s->node, 0);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
 static int ping_sentinel(rlock_client *c, rlock_server_info *info,
                          rlock__call *call)
 {
@@ -408,6 +422,7 @@ const rlock__backend rlock__backend_sentinel = {
     open_sentinel,
     close_sentinel,
     after_fork_sentinel,
+    fork_hold_sentinel,
     exec_sentinel,
     rlock__group_all,
     ping_sentinel,

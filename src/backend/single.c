@@ -88,6 +88,11 @@ static void after_fork_single(rlock_client *c)
     rlock__node_after_fork(of(c)->node);
 }
 
+static void fork_hold_single(rlock_client *c, int take)
+{
+    rlock__node_fork_hold(of(c)->node, take);
+}
+
 static void exec_single(rlock_client *c, const rlock__req *req, int flags,
                         rlock__results *res, rlock__call *call)
 {
@@ -123,6 +128,7 @@ const rlock__backend rlock__backend_single = {
     open_single,
     close_single,
     after_fork_single,
+    fork_hold_single,
     exec_single,
     rlock__group_all,
     ping_single,

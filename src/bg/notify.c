@@ -25,7 +25,6 @@
 #include <stdlib.h>
 
 #include "bg/bg.h"
-#include "core/fork.h"
 #include "util/clock.h"
 
 /* How long a notice may wait while every notifier is busy before another
@@ -110,7 +109,6 @@ static void *notifier_main(void *arg)
     rlock_client *c = arg;
     struct rlock__notify *s = c->bg->notify;
 
-    rlock__busy_begin();
     pthread_mutex_lock(&c->mu);
     s->start = 0;
     pthread_cond_broadcast(&c->state_cv);
@@ -120,11 +118,7 @@ static void *notifier_main(void *arg)
 
         if (!n) {
             s->idle++;
-            rlock__busy_end();
             pthread_cond_wait(&s->cv, &c->mu);
-            pthread_mutex_unlock(&c->mu);
-            rlock__busy_begin(); /* a fork() may be waiting for mu */
-            pthread_mutex_lock(&c->mu);
             s->idle--;
             continue;
         }
@@ -136,15 +130,12 @@ static void *notifier_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         /* The callback is the application's code: it may fork, and the
          * calls it makes get the client's own timeouts. */
-        rlock__busy_end();
         m->opts.on_lost(m, m->opts.on_lost_arg);
-        rlock__busy_begin();
         pthread_mutex_lock(&c->mu);
         m->callbacks--;
         pthread_cond_broadcast(&c->state_cv);
     }
     pthread_mutex_unlock(&c->mu);
-    rlock__busy_end();
     return NULL;
 }
 

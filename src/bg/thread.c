@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "bg/bg.h"
-#include "core/fork.h"
 #include "util/clock.h"
 
 static void *bg_main(void *arg)
@@ -22,7 +21,6 @@ static void *bg_main(void *arg)
     rlock_client *c = arg;
     struct rlock__bg *bg = c->bg;
 
-    rlock__busy_begin();
     pthread_mutex_lock(&c->mu);
     bg->started = 1;
     pthread_cond_broadcast(&c->state_cv);
@@ -55,10 +53,8 @@ static void *bg_main(void *arg)
         bg->sleep_until = next;
         bg->sub_polled = nfds == 2;
         pthread_mutex_unlock(&c->mu);
-        rlock__busy_end();
         poll(fds, (nfds_t)nfds,
              (int)((wait_ns + RLOCK__NS_PER_MS - 1) / RLOCK__NS_PER_MS));
-        rlock__busy_begin();
         if (fds[0].revents & POLLIN)
             while (read(bg->pipe[0], buf, sizeof buf) > 0)
                 ;
@@ -71,7 +67,6 @@ static void *bg_main(void *arg)
     rlock__sub_shutdown(c);
     rlock__cleanup_free(c);
     pthread_mutex_unlock(&c->mu);
-    rlock__busy_end();
     return NULL;
 }
 

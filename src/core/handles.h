@@ -10,7 +10,9 @@
  *
  * Locking: mu guards the hold table, the waiters, the background state
  * and the fields marked "mu" below. Nobody holds mu while talking to
- * Redis. state_cv (with mu) is signalled when a renewal, an on_lost
+ * Redis, nor waits with it held but on a condition variable (which
+ * releases it): fork() takes it (fork_guard), and must never wait on the
+ * network. state_cv (with mu) is signalled when a renewal, an on_lost
  * callback or the background thread's start-up finishes, for the calls
  * that wait for one of those.
  */
@@ -22,6 +24,7 @@
 
 #include <rlock/rlock.h>
 
+#include "core/fork.h"
 #include "core/hold.h"
 #include "core/owner.h"
 #include "core/waiter.h"
@@ -49,6 +52,9 @@ struct rlock_client {
      * client of another list is seen (docs/protocol.md); "" elsewhere. */
     char owner_tag[RLOCK__TAG_MAX];
     unsigned fork_gen;
+    /* fork() holds mu and the backend's locks (api/client.c); hold NULL
+     * until the client is open. */
+    rlock__fork_guard fork_guard;
 
     /* Every script a request may name, for the servers to load first. */
     const struct rlock__script *const *scripts;
