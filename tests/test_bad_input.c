@@ -532,6 +532,118 @@ static long long ping_null_both(struct bi *t)
 
 /* rlock_mutex_new, rlock_mutex_new_len */
 
+/* rlock_client_set_event_cb, _set_log_cb, _stats, _metrics_text */
+
+static void ignore_event(const rlock_event *ev, void *arg)
+{
+    (void)ev;
+    (void)arg;
+}
+
+static void ignore_log(int level, const char *msg, void *arg)
+{
+    (void)level;
+    (void)msg;
+    (void)arg;
+}
+
+static long long event_cb_null_client(struct bi *t)
+{
+    (void)t;
+    return rlock_client_set_event_cb(NULL, ignore_event, NULL);
+}
+
+static long long event_cb_set_and_clear(struct bi *t)
+{
+    int rc = rlock_client_set_event_cb(t->c, ignore_event, t);
+
+    return rc != RLOCK_OK ? rc : rlock_client_set_event_cb(t->c, NULL, NULL);
+}
+
+static long long log_cb_null_client(struct bi *t)
+{
+    (void)t;
+    return rlock_client_set_log_cb(NULL, RLOCK_LOG_DEBUG, ignore_log, NULL);
+}
+
+static long long log_cb_level(struct bi *t)
+{
+    return rlock_client_set_log_cb(t->c, (int)t->row->n, ignore_log, NULL);
+}
+
+static long long log_cb_clear_any_level(struct bi *t)
+{
+    return rlock_client_set_log_cb(t->c, (int)t->row->n, NULL, NULL);
+}
+
+static long long stats_null_client(struct bi *t)
+{
+    rlock_stats st = RLOCK_STATS_INIT;
+
+    (void)t;
+    return rlock_client_stats(NULL, &st);
+}
+
+static long long stats_null_stats(struct bi *t)
+{
+    return rlock_client_stats(t->c, NULL);
+}
+
+static long long stats_size(struct bi *t)
+{
+    rlock_stats st;
+
+    memset(&st, 0, sizeof st);
+    st.size = (size_t)t->row->n;
+    if (t->row->n > (int64_t)sizeof st)
+        return RT_MISMATCH; /* a row would write past st */
+    return rlock_client_stats(t->c, &st);
+}
+
+static long long stats_huge_size(struct bi *t)
+{
+    rlock_stats st;
+
+    memset(&st, 0, sizeof st);
+    st.size = (size_t)1 << 20; /* never set: refused, nothing written */
+    return rlock_client_stats(t->c, &st);
+}
+
+static long long stats_ok(struct bi *t)
+{
+    rlock_stats st = RLOCK_STATS_INIT;
+    int rc = rlock_client_stats(t->c, &st);
+
+    return rc != RLOCK_OK ? rc : st.size == sizeof st ? 0 : RT_MISMATCH;
+}
+
+static long long metrics_null_client(struct bi *t)
+{
+    char buf[16];
+
+    (void)t;
+    return rlock_client_metrics_text(NULL, buf, sizeof buf);
+}
+
+static long long metrics_null_buf(struct bi *t)
+{
+    return rlock_client_metrics_text(t->c, NULL, 10);
+}
+
+static long long metrics_length_only(struct bi *t)
+{
+    return rlock_client_metrics_text(t->c, NULL, 0) > 0 ? 0 : RT_MISMATCH;
+}
+
+static long long metrics_one_byte(struct bi *t)
+{
+    char buf[2] = {'x', 'y'};
+    long n = rlock_client_metrics_text(t->c, buf, 1);
+
+    return n > 0 && buf[0] == '\0' && buf[1] == 'y' ? 0 : RT_MISMATCH;
+}
+
+
 static long long new_null_client(struct bi *t)
 {
     int err = 12345;
@@ -1482,6 +1594,41 @@ static const struct row rows[] = {
     ROW(rlock_client_ping, "client and info NULL", ping_null_both, RLOCK_EINVAL,
         "must not be NULL", MSG_OPEN),
 
+    ROW(rlock_client_set_event_cb, "client NULL", event_cb_null_client,
+        RLOCK_EINVAL, "client is NULL", MSG_OPEN),
+    ROW(rlock_client_set_event_cb, "set, then cleared with NULL",
+        event_cb_set_and_clear, 0, NULL, MSG_NONE),
+    ROW(rlock_client_set_log_cb, "client NULL", log_cb_null_client,
+        RLOCK_EINVAL, "client is NULL", MSG_OPEN),
+    ROWN(rlock_client_set_log_cb, "min_level 0", log_cb_level, RLOCK_EINVAL,
+         "min_level must be", MSG_C, 0),
+    ROWN(rlock_client_set_log_cb, "min_level above RLOCK_LOG_ERROR",
+         log_cb_level, RLOCK_EINVAL, "min_level must be", MSG_C, 5),
+    ROWN(rlock_client_set_log_cb, "min_level INT_MIN", log_cb_level,
+         RLOCK_EINVAL, "min_level must be", MSG_C, INT_MIN),
+    ROWN(rlock_client_set_log_cb, "cb NULL clears whatever min_level",
+         log_cb_clear_any_level, 0, NULL, MSG_NONE, -7),
+    ROW(rlock_client_stats, "client NULL", stats_null_client, RLOCK_EINVAL,
+        "must not be NULL", MSG_OPEN),
+    ROW(rlock_client_stats, "stats NULL", stats_null_stats, RLOCK_EINVAL,
+        "must not be NULL", MSG_C),
+    ROWN(rlock_client_stats, "size not set (0)", stats_size, RLOCK_EINVAL,
+         "size must be set", MSG_C, 0),
+    ROWN(rlock_client_stats, "size smaller than the first version's",
+         stats_size, RLOCK_EINVAL, "size must be set", MSG_C, 8),
+    ROW(rlock_client_stats, "size of 1 MiB, never set", stats_huge_size,
+        RLOCK_EINVAL, "size must be set", MSG_C),
+    ROW(rlock_client_stats, "RLOCK_STATS_INIT: filled, sends nothing", stats_ok,
+        0, NULL, MSG_NONE),
+    ROW(rlock_client_metrics_text, "client NULL", metrics_null_client,
+        RLOCK_EINVAL, "client is NULL", MSG_OPEN),
+    ROW(rlock_client_metrics_text, "buf NULL with len 10", metrics_null_buf,
+        RLOCK_EINVAL, "buf is NULL", MSG_C),
+    ROW(rlock_client_metrics_text, "buf NULL, len 0: the length",
+        metrics_length_only, 0, NULL, MSG_NONE),
+    ROW(rlock_client_metrics_text, "len 1: only the NUL", metrics_one_byte, 0,
+        NULL, MSG_NONE),
+
     ROW(rlock_mutex_opts_init,
         "uninitialised struct gets every default "
         "(NULL is outside the contract: o != NULL)",
@@ -1804,6 +1951,10 @@ static const char *const api_functions[] = {
     "rlock_client_errmsg",
     "rlock_client_cancel_waits",
     "rlock_client_ping",
+    "rlock_client_set_event_cb",
+    "rlock_client_set_log_cb",
+    "rlock_client_stats",
+    "rlock_client_metrics_text",
     "rlock_mutex_opts_init",
     "rlock_mutex_new",
     "rlock_mutex_new_len",

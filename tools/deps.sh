@@ -19,9 +19,12 @@ if [ $tests = 1 ]; then
     # check (tools/abi.sh); man-db, to check the man pages; dpkg-dev and
     # file, for CPack's Debian packages (tools/package.sh); curl, xz-utils,
     # gpgv and debian-archive-keyring, to fetch, check and unpack newer
-    # servers' source (tools/valkey81.sh, tools/newserver.sh).
+    # servers' source (tools/valkey81.sh, tools/newserver.sh);
+    # python3-prometheus-client, whose parser reads the metrics text
+    # (tests/metrics/parse.py).
     pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
-           man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring)
+           man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring
+           python3-prometheus-client)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

@@ -864,6 +864,284 @@ RLOCK_API int rlock_mutex_force_unlock(rlock_mutex *m, rlock_status *removed);
 RLOCK_API int rlock_mutex_force_unlock_ex(rlock_mutex *m, unsigned flags,
                                           rlock_status *removed);
 
+/* ------------------------------------------------------------------------ */
+/* Observing a client: events, a log, counters and metrics                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What a client does can be watched from inside the program in three ways:
+ * a callback for each event (a lock acquired, released, renewed or lost, a
+ * wait, a connection lost and made again...), a callback for the log lines
+ * the library would otherwise keep as error detail, and counters and
+ * histograms since the client was opened, also as Prometheus text for the
+ * program's own metrics endpoint (the library opens no port).
+ *
+ * Delivery of events and log lines. A callback is never called with a lock
+ * of the library held, so it may call any function of the library (but
+ * rlock_client_close of its own client, and rlock_mutex_free of a mutex a
+ * call under way uses); and never on the thread that renews leases and
+ * watches their ends, so a callback that takes its time stalls no renewal:
+ *  - what a call of the application causes (an acquisition, a release, a
+ *    wait that timed out, an undo it sent, a connection it found broken)
+ *    is delivered on the thread that made the call, before the call
+ *    returns (a wait delivers what happened so far between its attempts);
+ *  - what the client's background work finds (renewals, losses, undos it
+ *    sends later, the subscriber connection) is queued and delivered on a
+ *    thread of the client's own, one such event at a time, in order (the
+ *    threads that call on_lost: see rlock_mutex_opts). Signals are blocked
+ *    there.
+ * So events of one client may reach the callback from two threads at once,
+ * and the two streams are not ordered with each other: each event carries
+ * its time on the monotonic clock. Events and log lines caused while a
+ * callback runs on a thread (by the library calls it makes) are delivered
+ * on that thread after it returns, never inside it.
+ *
+ * Cost: while no callback is set, a call pays one relaxed atomic load for
+ * each place that could make an event. The counters are always kept:
+ * relaxed atomic additions, a few for each acquisition and release
+ * (docs/performance.md has the figures).
+ */
+
+/*
+ * rlock_event.type: what happened. The numbers never change; a later
+ * version may add types, which a callback should ignore.
+ *   ACQUIRED      a call took the lock, or re-entered it
+ *   RELEASED      one level of a hold was released
+ *   RENEWED       the watchdog renewed a hold's lease
+ *   LOST          a hold is gone before it was released
+ *   WAITING       a waiting call found the lock busy, and waits (once a
+ *                 call)
+ *   WAIT_TIMEOUT  a wait ended without the lock (RLOCK_ETIMEDOUT)
+ *   EXTENDED      rlock_mutex_extend set a new lease
+ *   UNDO          an undo was sent: what an attempt may have taken, or a
+ *                 waiter's place, given back
+ *   CONN_ERROR    a connection to a server failed, or its server did not
+ *                 answer in time (the first failure since the server last
+ *                 answered; the counters count every one)
+ *   RECONNECT     a server that had failed answers again
+ *   FAILOVER      Sentinel named another master
+ *   REDIRECT      a cluster redirected a request (MOVED, ASK)
+ */
+#define RLOCK_EV_ACQUIRED 1
+#define RLOCK_EV_RELEASED 2
+#define RLOCK_EV_RENEWED 3
+#define RLOCK_EV_LOST 4
+#define RLOCK_EV_WAITING 5
+#define RLOCK_EV_WAIT_TIMEOUT 6
+#define RLOCK_EV_EXTENDED 7
+#define RLOCK_EV_UNDO 8
+#define RLOCK_EV_CONN_ERROR 9
+#define RLOCK_EV_RECONNECT 10
+#define RLOCK_EV_FAILOVER 11
+#define RLOCK_EV_REDIRECT 12
+
+/*
+ * rlock_event.cause of RLOCK_EV_LOST, and rlock_stats.losses_by_cause:
+ *   EXPIRED  its lease ended with no renewal confirmed (Redis unreachable
+ *            or slow, a fixed lease not extended, a process stopped)
+ *   GONE     Redis no longer has it: deleted, taken by another owner, or
+ *            a server restarted
+ *   CAPPED   max_renewals was reached
+ */
+#define RLOCK_LOST_EXPIRED 1
+#define RLOCK_LOST_GONE 2
+#define RLOCK_LOST_CAPPED 3
+
+/*
+ * rlock_event.flags:
+ *   REENTRY      ACQUIRED, RELEASED: an inner level of a hold
+ *   HANDED_OVER  ACQUIRED: handed to this waiter by the releaser (woken by
+ *                its message), not taken by an attempt
+ *   LATER        UNDO: sent by the background, after the call that caused
+ *                it returned
+ */
+#define RLOCK_EVF_REENTRY 1u
+#define RLOCK_EVF_HANDED_OVER 2u
+#define RLOCK_EVF_LATER 4u
+
+/*
+ * One event. The library owns it; the callback gets a const pointer that
+ * is valid, with every string in it, only until it returns (copy what you
+ * keep). Fields may be added at the end in later versions, never moved or
+ * removed: size is the struct's size as the library that made the event
+ * knows it, so a program built against a newer header reads a newer field
+ * only if size > offsetof(rlock_event, field). Fields that do not apply
+ * to an event's type are 0, NULL or "".
+ */
+typedef struct rlock_event {
+    size_t size;      /* sizeof(rlock_event) as the library knows it */
+    int type;         /* RLOCK_EV_* */
+    int code;         /* the RLOCK_E* code of CONN_ERROR; 0 elsewhere */
+    int cause;        /* LOST: RLOCK_LOST_*; 0 elsewhere */
+    unsigned flags;   /* RLOCK_EVF_* */
+    int64_t time_ns;  /* when, on the monotonic clock (CLOCK_MONOTONIC) */
+    const char *name; /* the lock's name: name_len bytes, any bytes, with a
+                         NUL after them; NULL for connection events */
+    size_t name_len;
+    int layout;         /* the mutex's RLOCK_LAYOUT_* */
+    const char *owner;  /* the owner as the layout writes it in Redis
+                           ("<client id>@<host>/<pid>:<owner number>" for
+                           the native layout); "" for connection events */
+    const char *node;   /* the server: "host:port", or the URL (without
+                           password) where the deployment is one thing;
+                           "" if none */
+    const char *detail; /* a sentence: what failed (CONN_ERROR), where
+                           the request was sent (REDIRECT), the new
+                           master (FAILOVER), what a loss was found by
+                           (LOST); "" if none */
+    uint64_t token;     /* ACQUIRED: the hold's fencing token (0 if not
+                           drawn yet, see rlock_mutex_fence) */
+    int64_t count;      /* ACQUIRED, RELEASED: the hold's levels after it
+                           (0: released to the end) */
+    int64_t lease_ms;   /* ACQUIRED, RENEWED, EXTENDED: the lease Redis set */
+    int64_t wait_us;    /* ACQUIRED, WAIT_TIMEOUT: from the call's start */
+    int64_t hold_us;    /* RELEASED, LOST: since the hold was taken */
+    int64_t attempts;   /* ACQUIRED, WAIT_TIMEOUT: requests the call sent
+                           (1 for an uncontended acquisition) */
+} rlock_event;
+
+/*
+ * Sets the client's event callback: cb(ev, arg) for each event (see above
+ * for the threads it runs on); cb NULL removes it. Replaces the previous
+ * callback; before returning, waits for calls of it under way on other
+ * threads to return (not for one under way on the calling thread, which
+ * may set another callback from inside it), so that arg may be freed
+ * once this returns. Events of calls under way when it is set may or may
+ * not reach it. Returns RLOCK_OK, or RLOCK_EINVAL (c NULL). Nothing is
+ * sent to Redis. Thread-safe.
+ */
+RLOCK_API int rlock_client_set_event_cb(
+    rlock_client *c, void (*cb)(const rlock_event *ev, void *arg), void *arg);
+
+/*
+ * Log levels, by severity:
+ *   DEBUG  every event; a call refused because the lock was busy, a wait
+ *          that timed out
+ *   INFO   reconnections, redirections, undos
+ *   WARN   losses, connection errors, failovers, renewals that got no
+ *          answer; a call refused for a bad argument
+ *   ERROR  a call that failed for the deployment's sake (unreachable, no
+ *          reply, an error reply...)
+ */
+#define RLOCK_LOG_DEBUG 1
+#define RLOCK_LOG_INFO 2
+#define RLOCK_LOG_WARN 3
+#define RLOCK_LOG_ERROR 4
+
+/*
+ * Sets the client's log callback: cb(level, msg, arg) for each message of
+ * level >= min_level (one of RLOCK_LOG_*). msg is one line of text without
+ * its line end (a lock's name in it with control bytes and bytes that are
+ * not UTF-8 as \xNN), valid until cb returns. The messages: the detail of
+ * every call that fails (what rlock_client_errmsg returns), the events
+ * (see RLOCK_LOG_*), and what the background work finds that no call
+ * returns (a renewal that failed, an undo that did not get through). cb
+ * runs on the threads events run on (see above). cb NULL removes it
+ * (min_level is then not looked at); a previous callback is waited for as
+ * rlock_client_set_event_cb does. Returns RLOCK_OK, or RLOCK_EINVAL (c
+ * NULL, or min_level not one of RLOCK_LOG_*, with cb set). Thread-safe.
+ */
+RLOCK_API int rlock_client_set_log_cb(rlock_client *c, int min_level,
+                                      void (*cb)(int level, const char *msg,
+                                                 void *arg),
+                                      void *arg);
+
+/* Histograms have RLOCK_STATS_BUCKETS buckets: bucket[i] counts the
+ * observations v with bound[i - 1] < v <= bound[i] microseconds, the
+ * bounds being RLOCK_STATS_BOUNDS_US (0.1 ms to 60 s), and the last bucket
+ * those above 60 s. The bounds never change. */
+#define RLOCK_STATS_BUCKETS 16
+#define RLOCK_STATS_BOUNDS_US                                                  \
+    {                                                                          \
+        100, 1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, \
+            2500000, 5000000, 10000000, 30000000, 60000000                     \
+    }
+
+typedef struct rlock_histogram {
+    uint64_t count;                       /* observations */
+    uint64_t sum_us;                      /* their sum, in microseconds */
+    uint64_t bucket[RLOCK_STATS_BUCKETS]; /* not cumulative, see above */
+} rlock_histogram;
+
+/* Size of rlock_stats.failures_by_code: indexed by -code (RLOCK_EBUSY's
+ * count is failures_by_code[-RLOCK_EBUSY]). */
+#define RLOCK_STATS_CODES 32
+
+/*
+ * A client's counters since it was opened (a forked child's client starts
+ * again from 0). The caller allocates it and says how large it is:
+ *
+ *     rlock_stats st = RLOCK_STATS_INIT;   (or st.size = sizeof st)
+ *     rlock_client_stats(c, &st);
+ *
+ * Later versions may add fields at the end (never elsewhere); the library
+ * fills as much as both it and the caller know of, and sets size to that
+ * (docs/releasing.md): a newer field is valid only if size >
+ * offsetof(rlock_stats, field).
+ */
+typedef struct rlock_stats {
+    size_t size; /* in: sizeof the caller's struct; out: bytes filled */
+    uint64_t acquisitions; /* fresh holds taken: lock, trylock, timedlock,
+                              rlock_with and their _as forms */
+    uint64_t reentries;    /* re-entries of a hold the owner had */
+    uint64_t contended;    /* acquisitions that found the lock busy first
+                              and waited */
+    uint64_t releases;     /* holds released to the end */
+    uint64_t failures;     /* acquisition calls that returned an error */
+    uint64_t failures_by_code[RLOCK_STATS_CODES]; /* of them, by code:
+                              RLOCK_EBUSY and RLOCK_ETIMEDOUT are a busy
+                              lock, the others a failure to reach it */
+    uint64_t wait_timeouts;      /* waits that ended without the lock */
+    uint64_t losses;             /* holds lost (RLOCK_EV_LOST) */
+    uint64_t losses_by_cause[4]; /* indexed by RLOCK_LOST_* */
+    uint64_t renewals;           /* leases renewed by the watchdog */
+    uint64_t renewal_failures;   /* renewals that got no answer in time (a
+                                    hold found gone is a loss instead) */
+    uint64_t extensions;         /* rlock_mutex_extend calls that succeeded */
+    uint64_t undos;              /* undos sent (each once, however often it
+                                    had to be sent again) */
+    uint64_t conn_errors;        /* connections that failed or did not answer */
+    uint64_t reconnects;         /* connections made again after a failure */
+    uint64_t failovers;          /* masters Sentinel named anew */
+    uint64_t redirects;          /* cluster redirections followed */
+    int64_t held;                /* holds the client has now */
+    rlock_histogram wait;        /* each acquisition's wait (its call's time) */
+    rlock_histogram hold;        /* each hold's time, at its last release */
+} rlock_stats;
+
+/* An initializer of an rlock_stats ready to be filled (C99, C++20;
+ * elsewhere set size by hand). */
+#define RLOCK_STATS_INIT                                                       \
+    {                                                                          \
+        .size = sizeof(rlock_stats)                                            \
+    }
+
+/*
+ * Fills *st (see rlock_stats) with c's counters. They are read one at a
+ * time, without stopping the client: taken while calls run, two counters
+ * may be a few events apart. Returns RLOCK_OK, or RLOCK_EINVAL (c or st
+ * NULL, or st->size smaller than the first version's struct or over
+ * 65536, a size the caller did not set). Nothing is sent to Redis.
+ * Thread-safe.
+ */
+RLOCK_API int rlock_client_stats(rlock_client *c, rlock_stats *st);
+
+/*
+ * Writes c's counters as Prometheus text (the exposition format 0.0.4:
+ * HELP and TYPE lines, counters ending in _total, histograms of seconds
+ * with _bucket{le="..."}, _sum and _count), each sample labelled with the
+ * deployment (server="<URL without password>") and the key prefix
+ * (prefix="..."), escaped as the format says. As snprintf: writes at most
+ * len bytes into buf, the last a NUL (nothing with len 0; buf may then be
+ * NULL), and returns the length of the whole text, without its NUL:
+ * a return >= len means it was cut, and len = return + 1 is enough for a
+ * second call (the counters may have grown meanwhile: allow some more).
+ * Returns RLOCK_EINVAL (a negative number) if c is NULL, or buf NULL with
+ * len > 0. Nothing is sent to Redis. Thread-safe.
+ */
+RLOCK_API long rlock_client_metrics_text(rlock_client *c, char *buf,
+                                         size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #include "bg/bg.h"
 #include "core/error.h"
 #include "core/fork.h"
+#include "core/observe.h"
 #include "layout/layout.h"
 #include "net/tls.h"
 #include "util/clock.h"
@@ -112,6 +113,13 @@ static void free_client(rlock_client *c)
 {
     if (c->fork_guard.hold)
         rlock__fork_guard_remove(&c->fork_guard);
+    /* What this thread has not delivered yet of this client goes, and so
+     * does what the background queued: nobody may call into the client
+     * any more. */
+    if (c->obs) {
+        rlock__obs_drop(c->obs);
+        rlock__obs_close(c->obs);
+    }
     rlock__bg_free(c);
     if (c->backend)
         c->backend->close(c);
@@ -127,6 +135,7 @@ static void free_client(rlock_client *c)
     free((char *)c->opts.tls_ca_file);
     free((char *)c->opts.tls_cert_file);
     free((char *)c->opts.tls_key_file);
+    rlock__obs_free(c->obs);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->state_cv);
     free(c);
@@ -152,7 +161,9 @@ static int init_common(rlock_client *c, const rlock_client_opts *opts,
                                : opts->watchdog_lease_ms;
     c->fork_gen = rlock__fork_generation();
     c->scripts = rlock__layout_scripts(&c->nscripts);
-    if (!(c->prefix = strdup(opts->key_prefix)) || rlock__bg_new(c, &rlock__thread_driver) != 0)
+    if (!(c->obs = rlock__obs_new()) ||
+        !(c->prefix = strdup(opts->key_prefix)) ||
+        rlock__bg_new(c, &rlock__thread_driver) != 0)
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     if (rlock__random_id(c->id) != 0)
         return rlock__fail(call, RLOCK_ENOMEM,
@@ -237,9 +248,30 @@ void rlock__api_enter(rlock_client *c)
     c->waiters = NULL;
     c->backend->after_fork(c);
     rlock__bg_after_fork(c);
+    rlock__obs_after_fork(c->obs);
     if (rlock__random_id(c->id) != 0)
         c->id[0] = 'x'; /* never the parent's id, even without randomness */
     rlock__who(c->who);
+}
+
+/* The log level of a call's failure: a busy lock is the caller's
+ * business, a bad argument a slip, the rest the deployment's. */
+static int failure_level(int rc)
+{
+    switch (rc) {
+    case RLOCK_EBUSY:
+    case RLOCK_ETIMEDOUT:
+    case RLOCK_ECANCELED:
+    case RLOCK_ENOTOWNER:
+        return RLOCK_LOG_DEBUG;
+    case RLOCK_EINVAL:
+    case RLOCK_ELOST:
+    case RLOCK_ENOTIFY:
+    case RLOCK_ENOTLOCK:
+        return RLOCK_LOG_WARN;
+    default:
+        return RLOCK_LOG_ERROR;
+    }
 }
 
 int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
@@ -247,12 +279,18 @@ int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
 {
     const char *msg;
 
-    if (rc == RLOCK_OK)
-        return rc;
-    msg = call->err.msg[0] ? call->err.msg : rlock_strerror(rc);
-    rlock__errmsg_set(c ? c->serial : 0, msg);
-    if (owner)
-        rlock__owner_set_errmsg(owner, msg);
+    if (rc != RLOCK_OK) {
+        msg = call->err.msg[0] ? call->err.msg : rlock_strerror(rc);
+        rlock__errmsg_set(c ? c->serial : 0, msg);
+        if (owner)
+            rlock__owner_set_errmsg(owner, msg);
+        if (c)
+            rlock__obs_log(c->obs, failure_level(rc), "%s (%s)", msg,
+                           rlock_strerror(rc));
+    }
+    /* The events of the call, and its log line, on this thread before it
+     * returns (no lock of the library is held here). */
+    rlock__obs_flush();
     return rc;
 }
 

@@ -196,17 +196,30 @@ static int done(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
     return rlock__api_done(call, m->c, as.obj, rc);
 }
 
+/* One attempt that does not wait: trylock, and timedlock with no time
+ * to wait (busy is then RLOCK_ETIMEDOUT). */
+static int try_once(rlock__call *call, rlock_mutex *m, rlock__as as,
+                    int busy_rc)
+{
+    int64_t t0 = rlock__now_ns();
+    uint64_t nonce = rlock__new_nonce(m->c);
+    int rc = rlock__attempt(call, m, as, 't', &nonce, NULL);
+
+    if (rc == RLOCK_EBUSY && busy_rc != RLOCK_EBUSY)
+        rc = rlock__fail(call, busy_rc, "lock is busy");
+    rlock__report_acquire(m, as, rc, t0, 1, 0, 0);
+    return rc;
+}
+
 static int trylock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 {
     rlock__call call;
     rlock__as as;
-    uint64_t nonce;
     int rc;
 
     if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
         return rc;
-    nonce = rlock__new_nonce(m->c);
-    return done(&call, m, as, rlock__attempt(&call, m, as, 't', &nonce, NULL));
+    return done(&call, m, as, try_once(&call, m, as, RLOCK_EBUSY));
 }
 
 static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
@@ -225,7 +238,6 @@ static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
 {
     rlock__call call;
     rlock__as as;
-    uint64_t nonce;
     int rc;
 
     if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
@@ -234,13 +246,8 @@ static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
         return done(&call, m, as,
                     rlock__fail(&call, RLOCK_EINVAL,
                                 "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX));
-    if (wait_ms == 0) {
-        nonce = rlock__new_nonce(m->c);
-        rc = rlock__attempt(&call, m, as, 't', &nonce, NULL);
-        if (rc == RLOCK_EBUSY)
-            rc = rlock__fail(&call, RLOCK_ETIMEDOUT, "lock is busy");
-        return done(&call, m, as, rc);
-    }
+    if (wait_ms == 0)
+        return done(&call, m, as, try_once(&call, m, as, RLOCK_ETIMEDOUT));
     return done(&call, m, as,
                 rlock__acquire(&call, m, as, rlock__after_ms(wait_ms), 0));
 }

@@ -402,6 +402,10 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
             if ((target = redirect_target(k, msg, &moved_slot)) < 0)
                 return; /* not one we can read: the error as it is */
             snprintf(last, sizeof last, "%s", msg);
+            /* "MOVED 3999 127.0.0.1:6381": the node is the last word. */
+            rlock__obs_node(c->obs, RLOCK_EV_REDIRECT, 0,
+                            strrchr(last, ' ') ? strrchr(last, ' ') + 1 : "",
+                            last);
             rlock__results_free(res);
             /* A move needs two at most (ASK, then MOVED when it ends);
              * more mean the nodes do not agree yet (a SETSLOT given to

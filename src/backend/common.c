@@ -30,6 +30,7 @@ void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg)
     cfg->wait_for_connection = 1;
     cfg->scripts = c->scripts;
     cfg->nscripts = c->nscripts;
+    cfg->obs = c->obs;
 }
 
 static int dup_opt(const char *in, char **out, rlock__call *call)

@@ -84,6 +84,8 @@ struct rlock__node {
                       an older generation are closed when they come back */
     int loaded;    /* the scripts are known to be loaded (atomic) */
     int64_t heard; /* when a request last had all its replies (atomic) */
+    int broken;    /* a connection failed since the server last answered
+                      (atomic): the next answer is a reconnection */
 };
 
 /* ---- the node itself ---------------------------------------------------- */
@@ -324,6 +326,32 @@ static int net_error(const rlock__node *n, const rlock__neterr *ne,
         return rlock__err_set(e, ne->code ? ne->code : RLOCK_EIO, "%s: %s: %s",
                               what, n->where, ne->msg);
     }
+}
+
+/* ---- what the client's observers are told ------------------------------ */
+
+/* A connection of n failed, or its server did not answer in time, with
+ * code (a network failure, not an error reply): counted; reported if the
+ * server answered since the last failure. */
+static void conn_failed(rlock__node *n, int code, const char *msg)
+{
+    rlock__obs *o = n->cfg->obs;
+
+    if (!o)
+        return;
+    if (__atomic_exchange_n(&n->broken, 1, __ATOMIC_RELAXED))
+        rlock__obs_count(o, RLOCK__ST_CONN_ERRORS);
+    else
+        rlock__obs_node(o, RLOCK_EV_CONN_ERROR, code, n->where, msg);
+}
+
+/* n's server answered: after a failure, that is a reconnection. */
+static void conn_ok(rlock__node *n)
+{
+    if (n->cfg->obs && __atomic_load_n(&n->broken, __ATOMIC_RELAXED) &&
+        __atomic_exchange_n(&n->broken, 0, __ATOMIC_RELAXED))
+        rlock__obs_node(n->cfg->obs, RLOCK_EV_RECONNECT, 0, n->where,
+                        "the server answers again");
 }
 
 /* ---- the pool ----------------------------------------------------------- */
@@ -618,6 +646,9 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
         pthread_mutex_unlock(&n->mu);
         if (rlock__conn_idle_ok(l->conn))
             return RLOCK_OK;
+        conn_failed(n, RLOCK_EIO,
+                    "an idle connection was closed by the server or the "
+                    "network");
         rlock__conn_close(l->conn);
         l->conn = NULL;
         pthread_mutex_lock(&n->mu);
@@ -647,6 +678,7 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
         rlock__err_set(&res->err, rc, "cannot connect to %s: %s", n->where,
                        ne.msg);
     }
+    conn_failed(n, rc, res->err.msg);
     l->conn = NULL;
     pthread_mutex_lock(&n->mu);
     n->nopen--;
@@ -759,6 +791,7 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
         rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
                        "%s: no reply from %s within %d ms",
                        l->retried ? "script" : "request", n->where, ms);
+    conn_failed(n, RLOCK_ENOREPLY, res->err.msg);
     /* Nothing written, nothing owed: the connection just goes. */
     if (!rlock__conn_sent(l->conn)) {
         leg_done(l, 1);
@@ -824,6 +857,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
                                 "cannot connect to %s: %s", n->where,
                                 rlock__conn_error(c)->msg);
         res->rc = rc;
+        conn_failed(n, rc, res->err.msg);
         leg_done(l, 1);
         return 0;
     }
@@ -833,6 +867,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
     }
     res->sent = 1;
     heard_now(n);
+    conn_ok(n);
     if (l->fresh) {
         rc = handshake_check(n, c, l->hs, &res->err);
         l->fresh = 0;
@@ -897,6 +932,7 @@ static void leg_connected(leg *l, rlock__result *res)
         res->rc = rlock__err_set(&res->err, RLOCK_ENOREPLY,
                                  "connecting to %s: %s within %d ms", n->where,
                                  stalled_at(c), n->cfg->connect_timeout_ms);
+        conn_failed(n, res->rc, res->err.msg);
     } else if (rlock__conn_error(c)->code != 0) {
         res->rc = net_error(n, rlock__conn_error(c), "connecting",
                             n->cfg->connect_timeout_ms, &res->err);
@@ -904,8 +940,10 @@ static void leg_connected(leg *l, rlock__result *res)
             res->rc = rlock__err_set(&res->err, RLOCK_ECONNECT,
                                      "cannot connect to %s: %s", n->where,
                                      rlock__conn_error(c)->msg);
+        conn_failed(n, res->rc, res->err.msg);
     } else if ((res->rc = handshake_check(n, c, l->hs, &res->err)) ==
                RLOCK_OK) {
+        conn_ok(n);
         l->peer = rlock__conn_peer(c);
         heard_now(n);
         rlock__conn_take(c, &pong);

@@ -25,6 +25,7 @@
 #include <rlock/rlock.h>
 
 #include "core/call.h"
+#include "core/observe.h"
 #include "core/request.h"
 #include "net/conn.h"
 
@@ -55,6 +56,9 @@ typedef struct rlock__node_cfg {
      * after a NOSCRIPT. */
     const rlock__script *const *scripts;
     int nscripts;
+    /* Told of connections that fail, and of a server that answers again
+     * after one did (core/observe.h); NULL: nobody. */
+    struct rlock__obs *obs;
 } rlock__node_cfg;
 
 typedef struct rlock__node rlock__node;

@@ -53,12 +53,14 @@ typedef struct sentinel {
     int nsentinels;
     char *master_name;
     rlock__node_cfg cfg;
-    rlock__node *node;  /* the master, where the sentinels last said */
-    pthread_mutex_t mu; /* guards what follows and the node's moves */
-    int stale;          /* ask the sentinels before the next request */
-    int64_t asked_at;   /* when they last named the master, or were asked
-                           in vain for want of news from it */
-    int64_t quiet_ns;   /* not heard from for longer: ask them first */
+    rlock__node *node;   /* the master, where the sentinels last said */
+    pthread_mutex_t mu;  /* guards what follows and the node's moves */
+    int stale;           /* ask the sentinels before the next request */
+    int64_t asked_at;    /* when they last named the master, or were asked
+                            in vain for want of news from it */
+    int64_t quiet_ns;    /* not heard from for longer: ask them first */
+    char master_at[300]; /* "host:port" the sentinels named last ("" at
+                            first) */
 } sentinel;
 
 static sentinel *of(const rlock_client *c)
@@ -121,6 +123,25 @@ static int64_t down_after_ms(const redisReply *r)
     return 0;
 }
 
+/* The sentinels named host:port as the master (s->mu held): another one
+ * than before is a failover, counted and reported. */
+static void named(rlock_client *c, sentinel *s, const char *host, int port)
+{
+    char at[300], detail[700];
+
+    snprintf(at, sizeof at, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+             port);
+    if (strcmp(at, s->master_at) == 0)
+        return;
+    if (s->master_at[0]) {
+        snprintf(detail, sizeof detail,
+                 "the sentinels name %s as master '%s', after %s", at,
+                 s->master_name, s->master_at);
+        rlock__obs_node(c->obs, RLOCK_EV_FAILOVER, 0, at, detail);
+    }
+    snprintf(s->master_at, sizeof s->master_at, "%s", at);
+}
+
 /* Asks the sentinels, in the order given, where the master is, and
  * points the node there (a move counts in c->moves). Each sentinel is
  * given the connect timeout for its exchange, within the call's deadline.
@@ -164,6 +185,8 @@ static int resolve(rlock_client *c, rlock__call *call)
                        : RLOCK_OK;
             if (moved && rc == RLOCK_OK)
                 __atomic_add_fetch(&c->moves, 1, __ATOMIC_RELEASE);
+            if (rc == RLOCK_OK)
+                named(c, s, r->element[0]->str, port);
             s->stale = 0;
             s->asked_at = rlock__now_ns();
             s->quiet_ns = down_ms * RLOCK__NS_PER_MS / 2;

@@ -41,6 +41,7 @@ void rlock__bg_after_fork(rlock_client *c)
     bg->sub_conn = NULL;
     rlock__sub_free(c);
     bg->sub_up = 0;
+    bg->sub_broken = 0;
     /* The parent's undos are the parent's to send. */
     bg->cleanups = NULL;
     rlock__notify_after_fork(c);

@@ -49,6 +49,7 @@ struct rlock__bg {
     rlock__conn *sub_conn;
     unsigned sub_moves; /* c->moves before sub_conn was made */
     int sub_up;
+    int sub_broken; /* it failed since it was last made (reported) */
     int64_t sub_retry_at;
     struct rlock__waiter *sub_reader;
     int sub_polled; /* the thread's poll watches the connection now */
@@ -114,8 +115,9 @@ void rlock__sub_free(rlock_client *c);
 
 /* Undoes owner's acquisition nonce of m later, in the background, until
  * Redis confirms it or what it would remove has expired by itself (mu not
- * held). */
-void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce);
+ * held). sent: it was sent once already (and reported). */
+void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce,
+                       int sent);
 /* Gives hold h back in the background (mu held): it is lost, and a
  * request of it that was never answered (h->owed_max_ms) may still set
  * a lease that nobody would own. The undo goes behind that request. */

@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
+#include "core/events.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 
@@ -31,6 +32,7 @@ struct rlock__cleanup {
     char owner[RLOCK__OWNER_MAX];
     size_t owner_len;
     uint64_t nonce;
+    int said; /* sent once already, and reported (core/events.h) */
     int64_t next_at;
     int64_t give_up_at;
 };
@@ -51,6 +53,7 @@ static void job_free(rlock__cleanup *j)
     for (i = 0; i < j->shadow.nkeys; i++)
         free(j->shadow.keys[i]);
     free(j->shadow.channel);
+    free(j->shadow.name);
     free(j);
 }
 
@@ -79,6 +82,12 @@ static rlock__cleanup *job_new(rlock_mutex *m, uint64_t owner, uint64_t nonce,
         j->shadow.nkeys = i + 1;
         ok = j->shadow.keys[i] != NULL;
     }
+    if (ok) {
+        /* The name, for the event that reports the undo. */
+        j->shadow.name = dup_bytes(m->name, m->name_len);
+        j->shadow.name_len = m->name_len;
+        ok = j->shadow.name != NULL;
+    }
     if (ok && m->channel) {
         j->shadow.channel = dup_bytes(m->channel, m->channel_len);
         j->shadow.channel_len = m->channel_len;
@@ -91,6 +100,7 @@ static rlock__cleanup *job_new(rlock_mutex *m, uint64_t owner, uint64_t nonce,
     }
     j->shadow.c = c;
     j->shadow.layout = m->layout;
+    j->shadow.opts.layout = m->opts.layout;
     if (lease_ms < m->lease_ms)
         lease_ms = m->lease_ms;
     if (lease_ms < c->opts.waiter_ttl_ms)
@@ -116,12 +126,13 @@ static void job_queue(rlock_client *c, rlock__cleanup *j)
     rlock__bg_kick(c);
 }
 
-void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce)
+void rlock__undo_later(rlock_mutex *m, uint64_t owner, uint64_t nonce, int sent)
 {
     rlock__cleanup *j = job_new(m, owner, nonce, 0);
 
     if (!j)
         return;
+    j->said = sent;
     pthread_mutex_lock(&m->c->mu);
     job_queue(m->c, j);
     pthread_mutex_unlock(&m->c->mu);
@@ -152,9 +163,14 @@ static int send(rlock_client *c, rlock__cleanup *j, int64_t bound)
     }
     rlock__call_init(&call, bound);
     c->backend->exec(c, &req, RLOCK__X_BEHIND | RLOCK__X_BRIEF, &res, &call);
-    for (i = 0; i < res.n; i++)
+    for (i = 0; i < res.n; i++) {
         if (res.r[i].rc != RLOCK_OK && transient(&res.r[i]))
             again = 1;
+        if (!j->said && (res.r[i].sent || res.r[i].rc == RLOCK_OK)) {
+            j->said = 1;
+            rlock__undo_sent(&j->shadow, j->owner, RLOCK_EVF_LATER);
+        }
+    }
     rlock__results_free(&res);
     rlock__req_free(&req);
     return again;

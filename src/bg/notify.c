@@ -20,11 +20,18 @@
  * no other hold's notice for longer than that. Callbacks of one client may
  * therefore run at the same time, on different threads. Notifiers live
  * until the client is closed.
+ *
+ * The same threads deliver the events and log lines the background thread
+ * reports (core/observe.h), which must not run the application's code
+ * either: a notice without a mutex asks a notifier to deliver what the
+ * client queued, in order, one notifier at a time.
  */
 #include <signal.h>
 #include <stdlib.h>
 
 #include "bg/bg.h"
+#include "core/events.h"
+#include "core/observe.h"
 #include "util/clock.h"
 
 /* How long a notice may wait while every notifier is busy before another
@@ -35,7 +42,7 @@
 
 typedef struct rlock__notice {
     struct rlock__notice *next;
-    rlock_mutex *m;
+    rlock_mutex *m; /* NULL: deliver the client's queued events */
     int64_t posted; /* monotonic ns */
 } rlock__notice;
 
@@ -71,14 +78,33 @@ static struct rlock__notify *state(rlock_client *c)
     return s;
 }
 
-int rlock__bg_lose(rlock_client *c, rlock__hold *h)
+/* Queues a notice for m (NULL: the events) (mu held). */
+static void post(rlock_client *c, rlock_mutex *m)
 {
     struct rlock__notify *s;
     rlock__notice *n;
 
+    /* Out of memory: the loss is still reported, by the next call on the
+     * hold; only the callback is missed. */
+    if (!(s = state(c)) || !(n = malloc(sizeof *n)))
+        return;
+    n->next = NULL;
+    n->m = m;
+    n->posted = rlock__now_ns();
+    *s->tail = n;
+    s->tail = &n->next;
+    if (s->idle > 0)
+        pthread_cond_signal(&s->cv);
+    else
+        rlock__bg_kick(c); /* the background step starts a notifier */
+}
+
+int rlock__bg_lose(rlock_client *c, rlock__hold *h, int cause, const char *how)
+{
     if (h->lost)
         return 0;
     h->lost = 1;
+    rlock__hold_lost(c, h, cause, how);
     /* A request of the hold that was never answered (a renewal, an
      * extension, a re-entry) may still run and set a lease nobody owns:
      * the hold is given back, behind it. */
@@ -88,20 +114,14 @@ int rlock__bg_lose(rlock_client *c, rlock__hold *h)
      * told of: that call sees the loss and gives the hold back. */
     if (!h->m->opts.on_lost || h->unreturned)
         return 1;
-    /* Out of memory: the loss is still reported, by the next call on the
-     * hold; only the callback is missed. */
-    if (!(s = state(c)) || !(n = malloc(sizeof *n)))
-        return 1;
-    n->next = NULL;
-    n->m = h->m;
-    n->posted = rlock__now_ns();
-    *s->tail = n;
-    s->tail = &n->next;
-    if (s->idle > 0)
-        pthread_cond_signal(&s->cv);
-    else
-        rlock__bg_kick(c); /* the background step starts a notifier */
+    post(c, h->m);
     return 1;
+}
+
+void rlock__notify_events(rlock_client *c)
+{
+    if (rlock__obs_handoff(c->obs))
+        post(c, NULL);
 }
 
 static void *notifier_main(void *arg)
@@ -126,6 +146,13 @@ static void *notifier_main(void *arg)
             s->tail = &s->head;
         m = n->m;
         free(n);
+        if (!m) {
+            /* The events: in order, on this thread, until none is left. */
+            pthread_mutex_unlock(&c->mu);
+            rlock__obs_drain(c->obs);
+            pthread_mutex_lock(&c->mu);
+            continue;
+        }
         m->callbacks++; /* rlock_mutex_free waits for it */
         pthread_mutex_unlock(&c->mu);
         /* The callback is the application's code: it may fork, and the

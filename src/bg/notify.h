@@ -11,13 +11,18 @@
 #include "core/handles.h"
 #include "core/hold.h"
 
-/* Marks h lost (mu held) and queues its on_lost notice, which nothing
+/* Marks h lost (mu held) for cause (RLOCK_LOST_*), found as how says,
+ * reports it (core/events.h) and queues its on_lost notice, which nothing
  * done to the hold afterwards can drop; a hold with a request that was
  * never answered is given back behind it (bg.h, rlock__undo_hold_later).
  * Returns 1 if h was not lost before. */
-int rlock__bg_lose(rlock_client *c, rlock__hold *h);
+int rlock__bg_lose(rlock_client *c, rlock__hold *h, int cause, const char *how);
 /* Drops the notices of m not yet delivered (m is being freed; mu held). */
 void rlock__notify_forget(rlock_client *c, const rlock_mutex *m);
+
+/* The events and log lines the background thread reported so far go to
+ * a notifier thread, which delivers them in order (mu held). */
+void rlock__notify_events(rlock_client *c);
 
 /* For the background's driver: starts a notifier thread when notices wait
  * and every notifier is busy (mu held; lowers *next to when to look

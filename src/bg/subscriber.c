@@ -190,6 +190,31 @@ static void sub_drop(rlock_client *c)
     wake_waiters(c, NULL, 0);
 }
 
+/* The subscriber connection failed (code, detail why): counted; the
+ * first failure since it was made is reported. */
+static void sub_failed_report(rlock_client *c, int code, const char *why)
+{
+    char msg[RLOCK__ERR_MAX + 32];
+
+    if (c->bg->sub_broken) {
+        rlock__obs_count(c->obs, RLOCK__ST_CONN_ERRORS);
+        return;
+    }
+    c->bg->sub_broken = 1;
+    snprintf(msg, sizeof msg, "subscriber connection: %s", why);
+    rlock__obs_node(c->obs, RLOCK_EV_CONN_ERROR, code, c->where, msg);
+}
+
+/* The connection broke: reported, and forgotten. */
+static void sub_failed(rlock_client *c)
+{
+    const rlock__neterr *e = rlock__conn_error(c->bg->sub_conn);
+
+    sub_failed_report(c, e->code ? e->code : RLOCK_EIO,
+                      e->msg[0] ? e->msg : "lost");
+    sub_drop(c);
+}
+
 static void handle(rlock_client *c, const redisReply *r)
 {
     rlock__pubsub p;
@@ -286,10 +311,16 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
                                      : RLOCK_EINVAL;
         pthread_mutex_lock(&c->mu);
         if (rc != RLOCK_OK) {
+            sub_failed_report(c, rc, call.err.msg);
             bg->sub_retry_at = rlock__after_ms(
                 rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms));
             *next = rlock__earlier(*next, bg->sub_retry_at);
             return;
+        }
+        if (bg->sub_broken) {
+            bg->sub_broken = 0;
+            rlock__obs_node(c->obs, RLOCK_EV_RECONNECT, 0, c->where,
+                            "subscriber connection made again");
         }
         rlock__conn_set_push(conn, 1);
         bg->sub_conn = conn;
@@ -330,7 +361,7 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
      * the buffer for the next message while waiters, never told they are
      * subscribed, polled with backoff. */
     if (pending && rlock__conn_io(bg->sub_conn, 0) != RLOCK_OK)
-        sub_drop(c);
+        sub_failed(c);
     else if (pending)
         drain(c, bg->sub_conn);
 }
@@ -354,7 +385,7 @@ void rlock__sub_io(rlock_client *c, short revents)
     bg->sub_busy = 0;
     drain(c, conn);
     if (failed) {
-        sub_drop(c);
+        sub_failed(c);
         bg->sub_retry_at = 0;
     }
     pthread_mutex_unlock(&c->mu);
@@ -414,7 +445,7 @@ int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
     w->ring_fd = -1;
     drain(c, conn);
     if (failed) {
-        sub_drop(c);
+        sub_failed(c);
         bg->sub_retry_at = 0;
     }
     for (o = c->waiters; o; o = o->next)

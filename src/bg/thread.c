@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bg/bg.h"
+#include "core/observe.h"
 #include "util/clock.h"
 
 static void *bg_main(void *arg)
@@ -39,6 +40,9 @@ static void *bg_main(void *arg)
         rlock__sub_step(c, &next);
         if (bg->stop)
             break;
+        /* What the steps reported goes to a notifier: this thread never
+         * runs the application's callbacks. */
+        rlock__notify_events(c);
 
         fds[0].fd = bg->pipe[0];
         fds[0].events = POLLIN;
@@ -66,6 +70,7 @@ static void *bg_main(void *arg)
     }
     rlock__sub_shutdown(c);
     rlock__cleanup_free(c);
+    rlock__obs_drop(c->obs); /* the client closes: nobody to tell */
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }

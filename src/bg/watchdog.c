@@ -30,6 +30,7 @@
 #include "backend/backend.h"
 #include "bg/bg.h"
 #include "bg/notify.h"
+#include "core/events.h"
 #include "core/fork.h"
 #include "core/reply.h"
 #include "layout/layout.h"
@@ -265,7 +266,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
 {
     outcome *out = malloc(sizeof *out);
     rlock__call call;
-    int i, replicas = 0, cas, left = CAS_SCRIPT;
+    int i, replicas = 0, cas, left = CAS_SCRIPT, failed = 0;
 
     if (!out) {
         /* Out of memory: try again soon, as after a failed round trip. */
@@ -307,6 +308,8 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
         if (renewed < 0 || (renewed && out->acks[i] < rn[i].replicas)) {
+            failed++;
+            rlock__obs_count(c->obs, RLOCK__ST_RENEWAL_FAILURES);
             /* Failed, or (sync_replicas) renewed on the master only,
              * which a failover could undo, so it does not move the lease
              * end we count with; but it may have run, and set a lease
@@ -339,13 +342,22 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
              * stay together and the next step again sends full batches. */
             h->renew_at = rlock__hold_renew_due(
                 h, t_step + counted * RLOCK__NS_PER_MS / 3);
+            rlock__hold_leased(h, RLOCK_EV_RENEWED, RLOCK__ST_RENEWALS, lease);
         } else if (!h->releasing) {
-            rlock__bg_lose(c, h);
+            rlock__bg_lose(c, h, RLOCK_LOST_GONE,
+                           "a renewal found it gone in Redis");
         }
         if (out->unanswered)
             rlock__hold_owe(h, lease);
     }
     free(out);
+    if (failed)
+        rlock__obs_log(c->obs, RLOCK_LOG_WARN,
+                       "renewal of %d hold%s got no confirmed answer; tried "
+                       "again until the lease ends: %s",
+                       failed, failed == 1 ? "" : "s",
+                       call.err.msg[0] ? call.err.msg
+                                       : "too few replicas acknowledged it");
     pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
 }
 
@@ -452,8 +464,16 @@ static void sweep(rlock_client *c)
             rlock__hold_remove(&c->holds, h);
             continue;
         }
-        if (!h->lost && !h->releasing && !h->renewing && h->valid_until <= now)
-            rlock__bg_lose(c, h);
+        if (!h->lost && !h->releasing && !h->renewing &&
+            h->valid_until <= now) {
+            int capped = h->watchdog && h->m->opts.max_renewals &&
+                         h->renewals >= h->m->opts.max_renewals;
+            rlock__bg_lose(c, h,
+                           capped ? RLOCK_LOST_CAPPED : RLOCK_LOST_EXPIRED,
+                           capped ? "its renewals reached max_renewals"
+                                  : "its lease ended with no renewal "
+                                    "confirmed");
+        }
     }
 }
 

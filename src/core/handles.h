@@ -33,6 +33,7 @@
 struct rlock__backend; /* backend/backend.h */
 struct rlock__script;  /* core/request.h */
 struct rlock__bg;      /* bg/bg.h */
+struct rlock__obs;     /* core/observe.h */
 struct rlock__tls_ctx; /* net/tls.h */
 
 struct rlock_client {
@@ -90,6 +91,9 @@ struct rlock_client {
     unsigned moves;
 
     struct rlock__bg *bg; /* background work (bg/) */
+    /* Events, log lines and counters for the application
+     * (core/observe.h). */
+    struct rlock__obs *obs;
 };
 
 /*

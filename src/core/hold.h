@@ -29,6 +29,8 @@ typedef struct rlock__hold {
     rlock__as owner; /* owns a reference on owner.obj */
     uint64_t token;       /* 0: not drawn yet (the layout's fence) */
     uint64_t nonce;       /* of the acquisition that took it */
+    int64_t since;        /* monotonic ns: when it was taken (the
+                             request sent), for its hold time */
     int64_t count;
     int64_t lease_ms;     /* the lease asked for */
     int64_t cur_lease_ms; /* the lease Redis last set (a grant may be

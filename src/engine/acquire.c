@@ -193,7 +193,8 @@ static int lost_reentry(rlock__call *call, rlock_client *c, rlock__hold *h)
 {
     if (!h->lost && h->valid_until > rlock__now_ns())
         return RLOCK_OK;
-    rlock__bg_lose(c, h);
+    rlock__bg_lose(c, h, RLOCK_LOST_EXPIRED,
+                   "its lease as counted ended (found by a re-entry)");
     rlock__hold_remove(&c->holds, h);
     return rlock__fail(call, RLOCK_ELOST,
                        "this owner's hold of the lock was lost before this "

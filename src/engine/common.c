@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "bg/bg.h"
 #include "bg/notify.h"
+#include "core/events.h"
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
@@ -62,6 +63,7 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
             return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         h->watchdog = m->opts.lease_ms == 0;
         h->unreturned = 1; /* until rlock__keep_new_hold returns it */
+        h->since = t0;
     }
     /* A re-entry answers the token Redis keeps, 0 if none was drawn; one
      * drawn since (it is kept in Redis too) stays. */
@@ -126,18 +128,24 @@ void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
      * it is queued behind them, not waited for. Where any node did not
      * confirm it, the background sends it again until one does. */
     if (now) {
+        int sent = 0;
         m->layout->cancel(m, who, m->layout->owner(m->c, owner.no, nonce, who),
                           nonce, &req);
         req.tag = nonce;
         done = rlock__send(call, m, &req, RLOCK__X_BEHIND, &res) == RLOCK_OK;
-        for (i = 0; i < res.n; i++)
+        for (i = 0; i < res.n; i++) {
             done = done && res.r[i].rc == RLOCK_OK;
+            sent |= res.r[i].sent || res.r[i].rc == RLOCK_OK;
+        }
         rlock__results_free(&res);
         rlock__req_free(&req);
-        if (done)
-            return;
+        if (sent)
+            rlock__undo_sent(m, who, 0);
+        if (!done)
+            rlock__undo_later(m, owner.no, nonce, sent);
+        return;
     }
-    rlock__undo_later(m, owner.no, nonce);
+    rlock__undo_later(m, owner.no, nonce, 0);
 }
 
 int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,
@@ -158,7 +166,9 @@ int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,
     } else if (h->lost || left <= 0) {
         /* Reported here, and by the hold's next call; on_lost too, if
          * the background has not called it yet. */
-        rlock__bg_lose(c, h);
+        rlock__bg_lose(c, h, RLOCK_LOST_EXPIRED,
+                       "its lease as counted ended (found by "
+                       "rlock_mutex_lease_left)");
         rc = rlock__fail(call, RLOCK_ELOST,
                          "the hold was lost or its lease ended");
     } else {

@@ -73,6 +73,22 @@ void rlock__want_tokens(rlock_mutex *m);
  * the client's count. */
 void rlock__forget(rlock_mutex *m, rlock__as owner);
 
+/* ---- what the calls tell the client's observers (report.c) ------------ */
+
+/* An acquisition call on m as owner, begun at t0 (monotonic ns), ended
+ * with rc after attempts requests: counted, and reported (mu not held).
+ * waited: it found the lock busy first; handed: the hold was handed over
+ * by its releaser. */
+void rlock__report_acquire(rlock_mutex *m, rlock__as owner, int rc, int64_t t0,
+                           int attempts, int waited, int handed);
+/* One level of hold h of m was released, remaining are left (mu held,
+ * h still in the table). */
+void rlock__report_release(rlock_mutex *m, const rlock__hold *h,
+                           int64_t remaining);
+/* An extension of owner's hold of m to lease_ms succeeded (mu not
+ * held). */
+void rlock__report_extend(rlock_mutex *m, rlock__as owner, int64_t lease_ms);
+
 /* The operators' calls: m's lock as Redis has it, and its removal. */
 int rlock__status(rlock__call *call, rlock_mutex *m, rlock_status *st);
 int rlock__force(rlock__call *call, rlock_mutex *m, unsigned flags,

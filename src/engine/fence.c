@@ -54,7 +54,8 @@ static void lose(rlock_client *c, rlock_mutex *m, rlock__as owner,
     rlock__hold *h = rlock__hold_find(&c->holds, m, owner.no);
 
     if (h && h->serial == serial)
-        rlock__bg_lose(c, h);
+        rlock__bg_lose(c, h, RLOCK_LOST_GONE,
+                       "drawing its token found it gone in Redis");
 }
 
 void rlock__want_tokens(rlock_mutex *m)

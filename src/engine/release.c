@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
+#include "core/events.h"
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
@@ -72,7 +73,10 @@ static int own_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
      * still on its way would say. The background reports it too; this
      * call need not wait for that. */
     if (h->valid_until <= rlock__now_ns()) {
-        rlock__bg_lose(c, h); /* on_lost, as the background would */
+        /* on_lost, as the background would */
+        rlock__bg_lose(c, h, RLOCK_LOST_EXPIRED,
+                       "its lease as counted ended (found by a call of "
+                       "its owner)");
         rlock__hold_remove(&c->holds, h);
         pthread_mutex_unlock(&c->mu);
         return rlock__fail(call, RLOCK_ELOST,
@@ -152,8 +156,10 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
         return rc;
     if (count > 1 && m->counts_here) {
         pthread_mutex_lock(&c->mu);
-        if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL)
+        if ((h = rlock__hold_find(&c->holds, m, owner.no)) != NULL) {
             h->count--;
+            rlock__report_release(m, h, h->count);
+        }
         pthread_mutex_unlock(&c->mu);
         return RLOCK_OK;
     }
@@ -254,11 +260,17 @@ int rlock__release(rlock__call *call, rlock_mutex *m, rlock__as owner)
                 h->release_unknown = 1;
         }
     } else if (rc == RLOCK_ELOST || remaining == 0) {
+        if (h && rc == RLOCK_ELOST)
+            rlock__hold_lost(c, h, RLOCK_LOST_GONE,
+                             "its release found it gone in Redis");
+        else if (h)
+            rlock__report_release(m, h, 0);
         if (h)
             rlock__hold_remove(&c->holds, h);
     } else if (h) {
         h->count = remaining;
         h->releasing = 0;
+        rlock__report_release(m, h, remaining);
     }
     pthread_mutex_unlock(&c->mu);
     if (rc == RLOCK_OK && remaining == 0 && unnotified[0])
@@ -352,8 +364,11 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
             give_back = h->lost && (unanswered || extended > 0);
         }
     } else if (extended < c->quorum) {
-        if (h)
+        if (h) {
+            rlock__hold_lost(c, h, RLOCK_LOST_GONE,
+                             "an extension found it gone in Redis");
             rlock__hold_remove(&c->holds, h);
+        }
         /* Some nodes may have extended it, or may yet: theirs goes too. */
         give_back = extended > 0 || unanswered;
         rc = rlock__fail(call, RLOCK_ELOST,
@@ -370,7 +385,9 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
                                    "extension was confirmed"
                                  : "the extension was confirmed only after "
                                    "its lease had ended");
-        rlock__bg_lose(c, h);
+        rlock__bg_lose(c, h, RLOCK_LOST_EXPIRED,
+                       "an extension was confirmed only after its lease "
+                       "had ended");
         rlock__hold_remove(&c->holds, h);
         give_back = 1;
     } else if (h) {
@@ -401,8 +418,13 @@ static int extend_hold(rlock__call *call, rlock_mutex *m, rlock__as owner,
 int rlock__extend(rlock__call *call, rlock_mutex *m, rlock__as owner,
                   int64_t lease_ms)
 {
-    return extend_hold(call, m, owner, lease_ms, "extend",
-                       "the lease end this client counts with is unchanged");
+    int rc = extend_hold(call, m, owner, lease_ms, "extend",
+                         "the lease end this client counts with is "
+                         "unchanged");
+
+    if (rc == RLOCK_OK)
+        rlock__report_extend(m, owner, lease_ms);
+    return rc;
 }
 
 int rlock__reenter_counted(rlock__call *call, rlock_mutex *m, rlock__as owner)

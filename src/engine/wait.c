@@ -77,6 +77,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
+#include "core/events.h"
 #include "core/handles.h"
 #include "core/waiter.h"
 #include "engine/engine.h"
@@ -113,6 +114,8 @@ typedef struct wait {
     unsigned moves;  /* c->moves when the subscription was looked at */
     int granted;     /* the lock was handed over, not taken */
     int gave_up;     /* the deadline came */
+    int attempts;    /* requests sent */
+    int waited;      /* it slept at least once: the lock was busy */
     int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
     int64_t until;   /* SLEEP, SUBSCRIBE: when to look again */
     int rc;
@@ -322,6 +325,7 @@ static int attempt(wait *s)
 
     step_call(s, &one);
     s->hint_ms = -1;
+    s->attempts++;
     rc = rlock__attempt(&one, s->m, s->owner, 'w', &s->nonce, &s->hint_ms);
     if (rc != RLOCK_OK)
         s->call->err = one.err;
@@ -363,6 +367,26 @@ static step keep_grant(wait *s)
     return DONE;
 }
 
+/* The wait is about to sleep for the first time: the lock is busy
+ * (reported), and what the attempts so far caused is delivered, on this
+ * thread, which holds no lock here (mu not held). */
+static void before_sleep(wait *s, step next)
+{
+    rlock_client *c = s->m->c;
+
+    if (next == SLEEP && !s->waited) {
+        s->waited = 1;
+        if (rlock__obs_on(c->obs, RLOCK_EV_WAITING)) {
+            rlock_event ev;
+            memset(&ev, 0, sizeof ev);
+            ev.type = RLOCK_EV_WAITING;
+            ev.attempts = s->attempts;
+            rlock__event_lock(s->m, s->owner.no, s->nonce, &ev);
+        }
+    }
+    rlock__obs_flush();
+}
+
 /* Leaves the queue after giving up: no trace, and when the call returns
  * its place is gone. With the nonce: a grant that raced with giving up
  * is returned. The undo ends by the wait's bound; what it could not do
@@ -376,91 +400,107 @@ static void leave_now(wait *s)
                 rlock__now_ns() < one.deadline_ns);
 }
 
+static int acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   int64_t deadline_ns, int forever, wait *s);
+
 int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
                    int64_t deadline_ns, int forever)
+{
+    int64_t t0 = rlock__now_ns();
+    wait s;
+    int rc = acquire(call, m, owner, deadline_ns, forever, &s);
+
+    rlock__report_acquire(m, owner, rc, t0, s.attempts, s.waited,
+                          rc == RLOCK_OK && s.granted);
+    return rc;
+}
+
+static int acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   int64_t deadline_ns, int forever, wait *s)
 {
     rlock_client *c = m->c;
     const rlock__layout *lay = m->layout;
     int one_copy = (c->backend->flags & RLOCK__BK_ONE_COPY) != 0;
     step next = ATTEMPT;
-    wait s;
 
-    memset(&s, 0, sizeof s);
-    s.call = call;
-    s.m = m;
-    s.owner = owner;
-    s.deadline = deadline_ns;
-    s.forever = forever;
-    s.wakes =
+    memset(s, 0, sizeof *s);
+    s->call = call;
+    s->m = m;
+    s->owner = owner;
+    s->deadline = deadline_ns;
+    s->forever = forever;
+    s->wakes =
         lay->wakes && one_copy && c->backend->sub_connect && c->opts.use_pubsub;
-    s.queued = (lay->flags & RLOCK__LAY_QUEUE) && one_copy;
-    s.nonce = rlock__new_nonce(c);
-    s.t_base = rlock__now_ns();
+    s->queued = (lay->flags & RLOCK__LAY_QUEUE) && one_copy;
+    s->nonce = rlock__new_nonce(c);
+    s->t_base = rlock__now_ns();
     if (!forever) {
         /* Every step ends by the deadline plus one call's budget. */
         rlock__call budget;
         rlock__call_begin(&budget, m);
-        s.bound = deadline_ns + (budget.deadline_ns - rlock__now_ns());
+        s->bound = deadline_ns + (budget.deadline_ns - rlock__now_ns());
     }
-    s.hint_ms = -1;
-    s.w.m = m;
-    s.w.owner_len = lay->owner(c, owner.no, s.nonce, s.w.owner);
-    s.w.nonce = s.nonce;
+    s->hint_ms = -1;
+    s->w.m = m;
+    s->w.owner_len = lay->owner(c, owner.no, s->nonce, s->w.owner);
+    s->w.nonce = s->nonce;
     pthread_mutex_lock(&c->mu);
-    rlock__waiter_add(&c->waiters, &s.w);
-    s.cancel_gen = c->cancel_gen;
+    rlock__waiter_add(&c->waiters, &s->w);
+    s->cancel_gen = c->cancel_gen;
     for (;;) {
         if (next == ATTEMPT)
-            next = before_attempt(&s);
+            next = before_attempt(s);
         if (next == SUBSCRIBE) {
-            sleep_until(c, &s.w, s.until, 1);
-            s.subscribed = rlock__sub_want(c, m, call) > 0;
-            s.w.woken = 0;
+            sleep_until(c, &s->w, s->until, 1);
+            s->subscribed = rlock__sub_want(c, m, call) > 0;
+            s->w.woken = 0;
             next = ATTEMPT;
         }
         if (next == ATTEMPT) {
-            uint64_t old_nonce = s.nonce;
+            uint64_t old_nonce = s->nonce;
             int rc;
             pthread_mutex_unlock(&c->mu);
-            rc = attempt(&s);
-            next = after_attempt(&s, rc, old_nonce);
+            rc = attempt(s);
+            next = after_attempt(s, rc, old_nonce);
+            before_sleep(s, next);
             pthread_mutex_lock(&c->mu);
         }
         if (next == SLEEP) {
-            sleep_until(c, &s.w, s.until, s.subscribed);
+            sleep_until(c, &s->w, s->until, s->subscribed);
             next = ATTEMPT;
         }
-        if (next == DONE && s.granted) {
+        if (next == DONE && s->granted) {
             pthread_mutex_unlock(&c->mu);
-            next = keep_grant(&s);
+            next = keep_grant(s);
             pthread_mutex_lock(&c->mu);
         }
         if (next == DONE)
             break;
     }
-    rlock__waiter_remove(&c->waiters, &s.w);
+    rlock__waiter_remove(&c->waiters, &s->w);
     /* Nothing to leave in Redis: a message this waiter may have taken
      * goes to another. */
-    if (!s.queued && s.rc != RLOCK_OK && lay->pass_on)
+    if (!s->queued && s->rc != RLOCK_OK && lay->pass_on)
         lay->pass_on(c, m);
     pthread_mutex_unlock(&c->mu);
 
-    if (s.rc == RLOCK_OK)
+    if (s->rc == RLOCK_OK)
         return RLOCK_OK;
-    if (s.gave_up || s.rc == RLOCK_ECANCELED) {
-        if (s.queued)
-            leave_now(&s);
+    if (s->gave_up || s->rc == RLOCK_ECANCELED) {
+        if (s->queued)
+            leave_now(s);
         /* Keep the detail of the timeout, not of the leaving. */
-        return rlock__fail(call, s.rc,
-                           s.gave_up ? "lock not obtained within the wait"
-                                     : "the wait was cancelled");
+        return rlock__fail(call, s->rc,
+                           s->gave_up ? "lock not obtained within the wait"
+                                      : "the wait was cancelled");
     }
     /* (An attempt whose reply never came queued its own undo, under a
      * nonce since replaced; a place taken by an earlier attempt goes.) */
-    if (s.queued && s.rc != RLOCK_OK && s.rc != RLOCK_EINVAL && s.attempted) {
+    if (s->queued && s->rc != RLOCK_OK && s->rc != RLOCK_EINVAL &&
+        s->attempted) {
         rlock__call later;
         rlock__call_init(&later, 0);
-        rlock__undo(&later, m, owner, s.nonce, 0);
+        rlock__undo(&later, m, owner, s->nonce, 0);
     }
-    return s.rc;
+    return s->rc;
 }
