@@ -47,6 +47,7 @@ struct cli {
      * --password-file or $RLOCK_PASSWORD (NULL: the URL's). */
     const char *user, *password;
     int command_timeout_ms; /* the client's, once cli_open has opened it */
+    int verbose;            /* -v: the client's events on stderr (cli_open) */
 };
 
 /* Parses "250ms", "30s", "5m", "1h" or plain seconds ("2.5") into ms:
@@ -99,6 +100,10 @@ int64_t cli_watchdog_lease_ms(void);
 /* Opens a client or prints one line naming the URL and the cause, and
  * returns NULL with *exit_code set. */
 rlock_client *cli_open(struct cli *cli, int *exit_code);
+
+/* With -v (cli->verbose), prints c's events on stderr as they happen,
+ * one line each (events.c); cli_open calls it. */
+void cli_watch_events(struct cli *cli, rlock_client *c);
 
 /* Parses a --layout value ("native", "redisson" or "token") into *layout;
  * 0 or -1. */

@@ -15,14 +15,14 @@ void usage_main(FILE *out)
         "Distributed locks on Redis, from the shell.\n"
         "\n"
         "commands:\n"
-        "  run [-w DUR | -n] [-l DUR] [-E N] [-q] [--on-lost kill|ignore]\n"
+        "  run [-w DUR | -n] [-l DUR] [-E N] [-q] [-v] [--on-lost kill|ignore]\n"
         "      [--kill-after DUR] [--layout L] NAME -- COMMAND [ARG...]\n"
         "                 run COMMAND while holding the lock NAME\n"
-        "  status [--json] [--layout L] NAME...\n"
+        "  status [--json] [--layout L] [-v] NAME...\n"
         "                 show who holds each lock, its lease, token and waiters\n"
-        "  unlock --force [--no-expiry] [--layout L] NAME\n"
+        "  unlock --force [--no-expiry] [--layout L] [-v] NAME\n"
         "                 remove a lock whoever holds it, waking its waiters\n"
-        "  ping           connect, authenticate, show the server version and round trip\n"
+        "  ping [-v]      connect, authenticate, show the server version and round trip\n"
         "  demo [--workers N] [--seconds S]\n"
         "                 N processes contend for one lock on a private redis-server\n"
         "\n"
@@ -47,6 +47,8 @@ void usage_main(FILE *out)
         "  --help         this text; 'rlock COMMAND --help' for a command\n"
         "\n"
         "DUR is 250ms, 30s, 5m, 1h or plain seconds (2.5). --name=VALUE works too.\n"
+        "-v (--verbose) after a command prints the client's events on stderr as they\n"
+        "happen, one line each (acquired, renewed, released, lost, reconnect...).\n"
         "exit codes: 0 ok, 1 lock not obtained (-E), 64 usage, 65 not a lock (status,\n"
         "unlock: the key holds someone's data, left untouched), 69 Redis unavailable,\n"
         "70 internal error, 71 system error, 76 Redis error reply, 77 authentication\n"
@@ -81,6 +83,8 @@ static const struct {
      "                            exit status when the lock is not obtained\n"
      "                            (default 1)\n"
      "  -q, --quiet               nothing on stderr if the lock is not obtained\n"
+     "  -v, --verbose             the client's events on stderr as they happen\n"
+     "                            (acquired, renewed, released, lost, ...)\n"
      "      --on-lost kill|ignore if the lock is lost while COMMAND runs: kill\n"
      "                            (default) stops the tree as SIGTERM does and\n"
      "                            exits 79; ignore only warns\n"
@@ -93,16 +97,17 @@ static const struct {
      "                            and others use (docs/interop.md)\n"},
     {"status",
      "usage: rlock [--redis URL] status [--json] "
-     "[--layout native|redisson|token] NAME...\n"
+     "[--layout native|redisson|token] [-v] NAME...\n"
      "\n"
      "For each NAME: free or held, the holder's owner id and process (pid and\n"
      "host), its hold count, the remaining lease, the current fencing token\n"
      "(the last one handed out if free) and the number of waiters. --json\n"
      "prints one JSON object per line. A key that is not a lock of the\n"
-     "layout (someone's data) is refused: exit 65.\n"},
+     "layout (someone's data) is refused: exit 65. -v prints the client's\n"
+     "events (a connection lost and made again...) on stderr.\n"},
     {"unlock",
      "usage: rlock [--redis URL] unlock --force [--no-expiry] [--layout L] "
-     "NAME\n"
+     "[-v] NAME\n"
      "\n"
      "Removes the lock NAME whoever holds it, hands it to the first waiter,\n"
      "and says what it removed. Its holder's next unlock or renewal reports\n"
@@ -110,12 +115,13 @@ static const struct {
      "(nothing removed) if the key is not a lock of the layout.\n"
      "--layout as for run. --no-expiry: with the token layout, also remove a\n"
      "key that has no expiry (redis-py's Lock without a timeout sets none;\n"
-     "without it, such a key may be someone's data and is refused).\n"},
+     "without it, such a key may be someone's data and is refused).\n"
+     "-v prints the client's events on stderr.\n"},
     {"ping",
-     "usage: rlock [--redis URL] ping\n"
+     "usage: rlock [--redis URL] ping [-v]\n"
      "\n"
      "Connects and authenticates, then prints the server's version and the\n"
-     "round-trip time of one PING.\n"},
+     "round-trip time of one PING. -v prints the client's events on stderr.\n"},
     {"demo",
      "usage: rlock [--redis URL] demo [--workers N] [--seconds S]\n"
      "\n"

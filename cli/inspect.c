@@ -118,6 +118,9 @@ int cmd_status(struct cli *cli, int argc, char **argv)
             opts_end = 1;
         } else if (!opts_end && strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (!opts_end && (strcmp(argv[i], "-v") == 0 ||
+                                 strcmp(argv[i], "--verbose") == 0)) {
+            cli->verbose = 1;
         } else if (!opts_end &&
                    (r = cli_opt(argc, argv, &at, "rlock status", NULL,
                                 "--layout", &v)) != 0) {
@@ -187,6 +190,10 @@ int cmd_unlock(struct cli *cli, int argc, char **argv)
             force = 1;
         } else if (strcmp(argv[i], "--no-expiry") == 0 && !name) {
             flags |= RLOCK_FORCE_NO_EXPIRY;
+        } else if ((strcmp(argv[i], "-v") == 0 ||
+                    strcmp(argv[i], "--verbose") == 0) &&
+                   !name) {
+            cli->verbose = 1;
         } else if (!name && (r = cli_opt(argc, argv, &at, "rlock unlock",
                                          NULL, "--layout", &v)) != 0) {
             if (r < 0 || parse_layout(v, &mo.layout) != 0) {
@@ -256,9 +263,11 @@ int cmd_ping(struct cli *cli, int argc, char **argv)
     rlock_client *c;
     int err, code = 0;
 
-    (void)argv;
-    if (argc != 1) {
-        fprintf(stderr, "usage: rlock [--redis URL] ping\n");
+    if (argc == 2 &&
+        (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0))
+        cli->verbose = 1;
+    else if (argc != 1) {
+        fprintf(stderr, "usage: rlock [--redis URL] ping [-v]\n");
         return EXIT_USAGE;
     }
     if (!(c = cli_open(cli, &code)))

@@ -347,6 +347,11 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             quiet = 1;
+        } else if ((r = cli_flag(argv, &i, "rlock run", "-v", "--verbose")) !=
+                   0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            cli->verbose = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "rlock run: unknown option %s\n", a);
             return EXIT_USAGE;

@@ -412,6 +412,8 @@ rlock_client *cli_open(struct cli *cli, int *exit_code)
     cli->command_timeout_ms = o.command_timeout_ms;
     c = rlock_client_open(cli->url, &o, &err);
 
+    if (c)
+        cli_watch_events(cli, c);
     if (!c) {
         cli_error(cli, NULL, "cannot open", err);
         *exit_code = exit_code_for(err);

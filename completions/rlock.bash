@@ -50,16 +50,16 @@ _rlock()
             fi ;;
         run)
             COMPREPLY=($(compgen -W "-w --wait -n --nonblock -l --lease -E
-                --conflict-exit-code -q --quiet --on-lost --kill-after --layout
-                --help --" -- "$cur")) ;;
+                --conflict-exit-code -q --quiet -v --verbose --on-lost --kill-after
+                --layout --help --" -- "$cur")) ;;
         status)
-            COMPREPLY=($(compgen -W "--json --layout --help --" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "--json --layout -v --verbose --help --" -- "$cur")) ;;
         unlock)
-            COMPREPLY=($(compgen -W "--force --no-expiry --layout --help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "--force --no-expiry --layout -v --verbose --help" -- "$cur")) ;;
         demo)
             COMPREPLY=($(compgen -W "--workers --seconds --help" -- "$cur")) ;;
         ping)
-            COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "-v --verbose --help" -- "$cur")) ;;
     esac
 } &&
     complete -F _rlock rlock

@@ -171,6 +171,38 @@ case_token_increases_run_after_run() {
     [ "$c" = "t:$((b + 1))" ] || fail "third run saw '$c'"
 }
 
+# -v: the client's events on stderr as they happen, one line each, the
+# name escaped as status escapes it; nothing of it without -v.
+case_verbose_prints_the_events() {
+    start_redis
+    export RLOCK_WATCHDOG_LEASE=300ms
+    "$RLOCK" run -v $'v\x01e' -- sleep 0.5 2>"$dir/err" || fail "run -v failed"
+    grep -q '^rlock: acquired "v\\x01e" token=[0-9]* count=1 wait=.*attempts=1$' "$dir/err" ||
+        fail "no acquired line: $(cat "$dir/err")"
+    grep -q '^rlock: renewed "v\\x01e" lease=300ms$' "$dir/err" ||
+        fail "no renewed line: $(cat "$dir/err")"
+    grep -q '^rlock: released "v\\x01e" count=0 held=' "$dir/err" ||
+        fail "no released line: $(cat "$dir/err")"
+    # In the order they happened.
+    [ "$(grep -o '^rlock: [a-z-]*' "$dir/err" | head -1)" = "rlock: acquired" ] &&
+        [ "$(grep -o '^rlock: [a-z-]*' "$dir/err" | tail -1)" = "rlock: released" ] ||
+        fail "order: $(cat "$dir/err")"
+    # Waiting, then timed out.
+    "$RLOCK" run held -- sleep 3 &
+    local pid=$!
+    wait_for 5 is_held held || fail "no hold"
+    "$RLOCK" run -v -w 300ms held -- true 2>"$dir/err"; expect_code 1 $? "busy"
+    grep -q '^rlock: waiting "held"' "$dir/err" || fail "no waiting: $(cat "$dir/err")"
+    grep -q '^rlock: wait-timeout "held" waited=' "$dir/err" ||
+        fail "no wait-timeout: $(cat "$dir/err")"
+    kill $pid; wait $pid
+    "$RLOCK" run v -- true 2>"$dir/err" || fail "run failed"
+    [ ! -s "$dir/err" ] || fail "events without -v: $(cat "$dir/err")"
+    "$RLOCK" status -v v >/dev/null 2>"$dir/err" || fail "status -v"
+    "$RLOCK" ping -v >/dev/null 2>"$dir/err" || fail "ping -v"
+    "$RLOCK" ping -x 2>/dev/null; expect_code 64 $? "ping -x"
+}
+
 case_lost_lock_stops_the_command() {
     start_redis
     export RLOCK_WATCHDOG_LEASE=600ms
