@@ -21,6 +21,8 @@ typedef struct bench {
     const char *plot_dir; /* --plot DIR: wait samples for bench/plot.sh */
     int json_items;       /* values written in the current JSON object */
     int sync_replicas;    /* --sync-replicas: for the uncontended client */
+    int count_events;     /* --count-events: the uncontended client has an
+                             event callback that counts */
 } bench;
 
 /* ---- time and statistics (stats.c) ---------------------------------- */
@@ -78,5 +80,6 @@ int scenario_contended(bench *b);
 int scenario_scale(bench *b);
 int scenario_waiters(bench *b);
 int scenario_interop(bench *b);
+int scenario_events(bench *b);
 
 #endif

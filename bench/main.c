@@ -4,7 +4,9 @@
  * the same server (docs/performance.md).
  *
  *   rlock-bench [--redis URL] [--seconds S] [--quick] [--json] [--plot DIR]
- *               [--sync-replicas N] (the uncontended scenario's client)
+ *               [--sync-replicas N] [--count-events] (the uncontended
+ *               scenario's client: replicas to wait for; an event
+ *               callback that counts, for a whole-process comparison)
  *               [--pin] [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
@@ -13,7 +15,7 @@
  * processes) the others, so that Redis has a core of its own: on a
  * machine with few cores this tells Redis's own limit from the client's
  * CPU competing with it. Scenarios: uncontended, threads, contended, scale,
- * waiters, interop (default: all).
+ * waiters, interop, events (default: all).
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. --plot DIR writes the contended
  * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed,
@@ -35,6 +37,7 @@ static const struct {
     {"uncontended", scenario_uncontended}, {"threads", scenario_threads},
     {"contended", scenario_contended},     {"scale", scenario_scale},
     {"waiters", scenario_waiters},         {"interop", scenario_interop},
+    {"events", scenario_events},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 
@@ -43,7 +46,8 @@ static int usage(FILE *f, int code)
     size_t i;
 
     fprintf(f, "usage: rlock-bench [--redis URL] [--seconds S] [--quick] "
-               "[--json] [--plot DIR] [--sync-replicas N] [--pin] "
+               "[--json] [--plot DIR] [--sync-replicas N] [--count-events] "
+               "[--pin] "
                "[SCENARIO...]\n"
                "scenarios:");
     for (i = 0; i < NSCEN; i++)
@@ -152,6 +156,8 @@ int main(int argc, char **argv)
                 return 64;
             }
             b.sync_replicas = (int)n;
+        } else if (strcmp(a, "--count-events") == 0) {
+            b.count_events = 1;
         } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;

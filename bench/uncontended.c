@@ -13,6 +13,16 @@
 
 #define ROUNDS 10
 
+static unsigned long long events_counted;
+
+/* --count-events: what a program that counts its events pays. */
+static void count_event(const rlock_event *ev, void *arg)
+{
+    (void)ev;
+    (void)arg;
+    __atomic_fetch_add(&events_counted, 1, __ATOMIC_RELAXED);
+}
+
 int scenario_uncontended(bench *b)
 {
     int pairs = b->quick ? 200 : 20000, per = pairs / ROUNDS, round, i, err;
@@ -36,6 +46,8 @@ int scenario_uncontended(bench *b)
     o.sync_replicas = b->sync_replicas;
     c = rlock_client_open(b->url, &o, &err);
     m = c ? rlock_mutex_new(c, "bench:uncontended", NULL, &err) : NULL;
+    if (c && b->count_events)
+        rlock_client_set_event_cb(c, count_event, NULL);
     if (!m || (single && !raw) || !lat_r || !lat_f) {
         if (!m)
             fprintf(stderr, "rlock-bench: %s: %s\n", rlock_strerror(err),
