@@ -319,6 +319,12 @@ TEST(cluster_slot_migration_is_followed)
     CHECK(rlock_mutex_token(m) > t2);
     CHECK_INT(node_with("{rlock:mig}"), ==, dst);
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    {
+        /* ASK and MOVED were followed: counted (RLOCK_EV_REDIRECT). */
+        rlock_stats st = RLOCK_STATS_INIT;
+        CHECK_RC(rlock_client_stats(c, &st), RLOCK_OK);
+        CHECK_INT(st.redirects, >=, 2);
+    }
     rlock_mutex_free(m);
     rlock_mutex_free(mo);
     rlock_client_close(c);

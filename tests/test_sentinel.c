@@ -177,6 +177,13 @@ TEST(sentinel_clients_find_the_master_and_follow_a_failover)
     hand_over(later, m2);
     CHECK_RC(rlock_mutex_unlock(kept), RLOCK_OK);
     CHECK_INT(rt_cmd_int(m2, "EXISTS {rlock:kept}"), ==, 0);
+    {
+        /* The failover is counted (RLOCK_EV_FAILOVER), the first address
+         * the sentinels named at open is not. */
+        rlock_stats st = RLOCK_STATS_INIT;
+        CHECK_RC(rlock_client_stats(c, &st), RLOCK_OK);
+        CHECK_INT(st.failovers, ==, 1);
+    }
     rlock_mutex_free(kept);
     rlock_mutex_free(gone);
     rlock_mutex_free(later);
