@@ -1284,6 +1284,95 @@ static long long force_ex_free_removed_null(struct bi *t)
     return rlock_mutex_force_unlock_ex(t->m, RLOCK_FORCE_NO_EXPIRY, NULL);
 }
 
+/* rlock_scan_new, rlock_scan_next, rlock_scan_info, rlock_scan_free */
+
+static void scan_key(void *arg, const char *key, size_t len)
+{
+    (void)arg;
+    (void)key;
+    (void)len;
+}
+
+static long long scan_new_null_client(struct bi *t)
+{
+    int err = 0;
+
+    (void)t;
+    if (rlock_scan_new(NULL, NULL, NULL, &err))
+        return RT_MISMATCH;
+    return err;
+}
+
+/* A walk with the row's string as its match (n = 0) or type (n = 1). */
+static long long scan_new_arg(struct bi *t)
+{
+    const char *s = row_name(t);
+    int err = 0;
+    rlock_scan *sc;
+
+    sc = t->row->n ? rlock_scan_new(t->c, NULL, s, &err)
+                   : rlock_scan_new(t->c, s, NULL, &err);
+    if (sc) {
+        rlock_scan_free(sc);
+        return RT_HANDLE;
+    }
+    return err;
+}
+
+static long long scan_new_err_null(struct bi *t)
+{
+    (void)t;
+    return rlock_scan_new(NULL, NULL, NULL, NULL) ? RT_MISMATCH : RT_NULL;
+}
+
+static long long scan_next_null(struct bi *t)
+{
+    (void)t;
+    return rlock_scan_next(NULL, 10, scan_key, NULL);
+}
+
+/* A step of a new walk with count n; with s set, fn NULL. */
+static long long scan_next_count(struct bi *t)
+{
+    int err;
+    long long rc;
+    rlock_scan *sc = rlock_scan_new(t->c, NULL, NULL, &err);
+
+    if (!sc)
+        return err;
+    rc = rlock_scan_next(sc, (int)t->row->n, t->row->s ? NULL : scan_key, NULL);
+    rlock_scan_free(sc);
+    return rc;
+}
+
+static long long scan_info_null(struct bi *t)
+{
+    (void)t;
+    return rlock_scan_info(NULL, RLOCK_SCAN_STEPS) == -1 ? 0 : RT_MISMATCH;
+}
+
+static long long scan_info_unknown(struct bi *t)
+{
+    int err;
+    long long rc;
+    rlock_scan *sc = rlock_scan_new(t->c, NULL, NULL, &err);
+
+    if (!sc)
+        return err;
+    rc = rlock_scan_info(sc, 99) == -1 && rlock_scan_info(sc, 0) == -1
+             ? 0
+             : RT_MISMATCH;
+    rlock_scan_free(sc);
+    return rc;
+}
+
+static long long scan_free_null(struct bi *t)
+{
+    (void)t;
+    rlock_scan_free(NULL);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The table                                                                */
 /* ------------------------------------------------------------------------ */
@@ -1936,6 +2025,34 @@ static const struct row rows[] = {
     ROW_SENDS(rlock_mutex_force_unlock_ex,
               "removed NULL (allowed), lock free", force_ex_free_removed_null,
               RLOCK_OK, 0, NULL),
+
+    ROW(rlock_scan_new, "client NULL", scan_new_null_client, RLOCK_EINVAL,
+        "client is NULL", MSG_OPEN),
+    ROW(rlock_scan_new, "client NULL and err NULL", scan_new_err_null, RT_NULL,
+        "client is NULL", MSG_OPEN),
+    ROWNS(rlock_scan_new, "match of 1 MiB", scan_new_arg, RLOCK_EINVAL,
+          "at most 4096 bytes", MSG_C, 0, "{huge}"),
+    ROWNS(rlock_scan_new, "type of 1 MiB", scan_new_arg, RLOCK_EINVAL,
+          "at most 4096 bytes", MSG_C, 1, "{huge}"),
+    ROWNS(rlock_scan_new, "type empty", scan_new_arg, RLOCK_EINVAL,
+          "type not empty", MSG_C, 1, ""),
+    /* A single server's walk sends nothing until its first step. */
+    ROWNS(rlock_scan_new, "match empty (every key)", scan_new_arg, RT_HANDLE,
+          NULL, MSG_NONE, 0, ""),
+    ROW(rlock_scan_next, "walk NULL", scan_next_null, RLOCK_EINVAL,
+        "must not be NULL", MSG_OPEN),
+    ROWNS(rlock_scan_next, "fn NULL", scan_next_count, RLOCK_EINVAL,
+          "must not be NULL", MSG_C, 10, "fn NULL"),
+    ROWN(rlock_scan_next, "count 0", scan_next_count, RLOCK_EINVAL,
+         "count 1 to 100000", MSG_C, 0),
+    ROWN(rlock_scan_next, "count -1", scan_next_count, RLOCK_EINVAL,
+         "count 1 to 100000", MSG_C, -1),
+    ROWN(rlock_scan_next, "count 100001", scan_next_count, RLOCK_EINVAL,
+         "count 1 to 100000", MSG_C, 100001),
+    ROW(rlock_scan_info, "walk NULL: -1", scan_info_null, 0, NULL, MSG_NONE),
+    ROW(rlock_scan_info, "unknown figure: -1", scan_info_unknown, 0, NULL,
+        MSG_NONE),
+    ROW(rlock_scan_free, "NULL is a no-op", scan_free_null, 0, NULL, MSG_NONE),
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -1984,6 +2101,10 @@ static const char *const api_functions[] = {
     "rlock_mutex_status",
     "rlock_mutex_force_unlock",
     "rlock_mutex_force_unlock_ex",
+    "rlock_scan_new",
+    "rlock_scan_next",
+    "rlock_scan_info",
+    "rlock_scan_free",
 };
 
 #define NFUNCTIONS (sizeof api_functions / sizeof api_functions[0])

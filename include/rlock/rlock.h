@@ -1142,6 +1142,113 @@ RLOCK_API int rlock_client_stats(rlock_client *c, rlock_stats *st);
 RLOCK_API long rlock_client_metrics_text(rlock_client *c, char *buf,
                                          size_t len);
 
+/* ------------------------------------------------------------------------ */
+/* Walking the keys                                                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A walk over the keys of the servers that keep a client's locks, with
+ * SCAN, a step at a time: what an operator's tool needs to find the locks
+ * there are (rlock list, rlock top) without KEYS, which blocks a server
+ * for as long as its key space takes, and without a connection of its
+ * own (the walk uses the client's: its TLS, credentials and deployment).
+ * Which keys are locks is the caller's to decide (docs/protocol.md and
+ * docs/interop.md name every key of each layout); rlock_mutex_status then
+ * reads each and refuses what is not a lock (RLOCK_ENOTLOCK).
+ *
+ * The servers walked are: the server of a redis://, rediss:// or unix://
+ * URL; the master the sentinels name (Sentinel); every master that serves
+ * slots as the slot map says when the walk starts (Cluster: the map is
+ * read again then; replicas hold copies and are not walked); every node
+ * (Redlock: each keeps its own copy of a lock, so a name comes from each
+ * node that has it). The servers take turns, one step each.
+ *
+ * SCAN's promise holds on each server: a key that is there for the whole
+ * walk comes at least once; a key may come more than once (the caller
+ * drops repeats), and a key added or removed during the walk may come or
+ * not. A failover or slot migration during the walk can make a server
+ * miss keys, or a step fail; start a new walk to see the new deployment.
+ */
+typedef struct rlock_scan rlock_scan;
+
+/*
+ * Starts a walk over the keys of c's servers (above). Nothing is sent but
+ * on a Cluster, where the slot map is read (CLUSTER SLOTS, one command).
+ * match: SCAN's MATCH pattern, a glob as Redis reads it (*, ?, [...],
+ * and a backslash that makes the next character plain), or NULL or "" for
+ * every key.
+ * type: SCAN's TYPE ("string", "hash", "list", "set", "zset", "stream"),
+ * or NULL for keys of every type. Both are copied, each at most 4096
+ * bytes.
+ *
+ * Returns the walk, or NULL with *err (err may be NULL) set to
+ * RLOCK_EINVAL (c NULL, match or type too long, type empty),
+ * RLOCK_ENOMEM, or, on a Cluster, a connection error (no node answered
+ * CLUSTER SLOTS) within command_timeout_ms. The caller owns the walk and
+ * frees it with rlock_scan_free before closing c. A walk is used by one
+ * thread at a time; several walks of one client may run at once on
+ * different threads. Thread-safe.
+ */
+RLOCK_API rlock_scan *rlock_scan_new(rlock_client *c, const char *match,
+                                     const char *type, int *err);
+
+/*
+ * One step of walk s: one SCAN (cursor, MATCH, COUNT count, TYPE) on the
+ * next server whose walk has not ended, and fn(arg, key, len) for every
+ * key of its answer, in its order (key is len bytes, NUL-terminated, any
+ * byte inside; valid only during the call of fn). The first step on a
+ * server also asks DBSIZE, in the same round trip (rlock_scan_info's
+ * RLOCK_SCAN_DBSIZE); a server that refuses DBSIZE is walked all the same.
+ * COUNT is SCAN's: about count keys are looked at on the server, of which
+ * the ones that match are answered, and more may come when the server
+ * has them together (rlock's reply bounds apply: a reply over
+ * rlock_client_opts.max_reply_bytes is RLOCK_EPROTO, and a smaller count
+ * answers).
+ *
+ * Returns 1 if the walk goes on, 0 once every server was walked to its
+ * end (then nothing is sent), or an error: RLOCK_EINVAL (s or fn NULL,
+ * count < 1 or > 100000), RLOCK_EPERM (the server refuses SCAN to this
+ * ACL user; the message names the server and gives Redis's words),
+ * RLOCK_EREDIS (an error reply, such as a TYPE the server does not
+ * know), RLOCK_EPROTO, RLOCK_ENOMEM, or a connection error as
+ * rlock_mutex_lock's. A step that failed moved nothing: the next call
+ * asks the same server from the same place again. Returns within
+ * command_timeout_ms of its start (Redlock: node_timeout_ms).
+ * Not thread-safe for one walk (see rlock_scan_new).
+ */
+RLOCK_API int rlock_scan_next(rlock_scan *s, int count,
+                              void (*fn)(void *arg, const char *key,
+                                         size_t len),
+                              void *arg);
+
+/* What rlock_scan_info reports of a walk: */
+/* the servers the walk covers; */
+#define RLOCK_SCAN_SERVERS 1
+/* of them, those walked to their end; */
+#define RLOCK_SCAN_DONE 2
+/* SCANs answered so far; */
+#define RLOCK_SCAN_STEPS 3
+/* keys answered so far, repeats included; */
+#define RLOCK_SCAN_KEYS 4
+/* the keys on the servers, as each said (DBSIZE) when the walk first
+ * reached it, summed over those that answered; -1 before any did; */
+#define RLOCK_SCAN_DBSIZE 5
+/* servers that answered a step so far; */
+#define RLOCK_SCAN_REACHED 6
+/* commands the walk sent: SCANs, DBSIZEs, and a Cluster's CLUSTER SLOTS
+ * (the handshakes of new connections not counted). */
+#define RLOCK_SCAN_COMMANDS 7
+
+/*
+ * A figure of walk s (RLOCK_SCAN_*, above), for a tool to say how far it
+ * went and what it cost: -1 for s NULL or an unknown what. Sends nothing.
+ * Not thread-safe for one walk.
+ */
+RLOCK_API int64_t rlock_scan_info(const rlock_scan *s, int what);
+
+/* Frees walk s (the servers keep nothing of it). NULL is a no-op. */
+RLOCK_API void rlock_scan_free(rlock_scan *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,7 +97,26 @@ typedef struct rlock__backend {
     int (*failure)(rlock_client *c, const char *what, int ok,
                    const rlock__results *res, const int *skip,
                    rlock__call *call);
+
+    /* The servers that keep the keys, for a walk over them (rlock_scan):
+     * the ids server_commands knows them by (stable while the client
+     * lives) in ids[0..max), as the deployment is now (a cluster reads
+     * its slot map again). Returns how many, or a negative code with the
+     * failure in call; *sent gets the commands it sent. */
+    int (*servers)(rlock_client *c, int *ids, int max, int *sent,
+                   rlock__call *call);
+    /* ncmds commands that name no key, on server id, every reply by the
+     * call's deadline and the backend's timeout for one server: RLOCK_OK
+     * with replies[0..ncmds) (error replies among them), or the failure
+     * in call. *where gets the server's name for messages (the node's
+     * own string: it outlives the call). */
+    int (*server_commands)(rlock_client *c, int id, int ncmds,
+                           const rlock__cmd *cmds, redisReply **replies,
+                           const char **where, rlock__call *call);
 } rlock__backend;
+
+/* Most servers a walk covers (a cluster's masters, Redlock's nodes). */
+#define RLOCK__SERVERS_MAX 64
 
 /* The backend that serves url (by its scheme). */
 const rlock__backend *rlock__backend_for(const char *url);
@@ -135,6 +154,9 @@ const char *rlock__label_none(const rlock_client *c, int i, char *buf,
  * messages that count the nodes. */
 const char *rlock__on_nodes(const rlock_client *c, int k, char *buf,
                             size_t len);
+/* servers of a deployment of one server: id 0. */
+int rlock__servers_one(rlock_client *c, int *ids, int max, int *sent,
+                       rlock__call *call);
 /* group: everything together. */
 int rlock__group_all(const rlock_client *c, const char *key, size_t len);
 

@@ -623,6 +623,44 @@ static int sub_connect_cluster(rlock_client *c, rlock__conn **out,
     return rc;
 }
 
+/* The masters that serve slots, as the slot map says once read again:
+ * a master the map no longer names (failed over, emptied) is left out,
+ * and its index, like every index of the table, is never reused. */
+static int servers_cluster(rlock_client *c, int *ids, int max, int *sent,
+                           rlock__call *call)
+{
+    cluster *k = of(c);
+    unsigned char serves[MASTERS_MAX] = {0};
+    int slot, i, n = 0, rc;
+
+    *sent = 1;
+    if ((rc = refresh(c, call)) != RLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&k->mu);
+    for (slot = 0; slot < SLOTS; slot++)
+        if (k->map[slot] >= 0)
+            serves[k->map[slot]] = 1;
+    for (i = 0; i < k->nmasters && n < max; i++)
+        if (serves[i])
+            ids[n++] = i;
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+static int server_commands_cluster(rlock_client *c, int id, int ncmds,
+                                   const rlock__cmd *cmds, redisReply **replies,
+                                   const char **where, rlock__call *call)
+{
+    rlock__node *n = node_of(of(c), id);
+
+    if (!n)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    *where = rlock__node_where(n);
+    return rlock__node_commands(
+        n, ncmds, cmds, replies,
+        rlock__call_until(call, c->opts.command_timeout_ms), call);
+}
+
 const rlock__backend rlock__backend_cluster = {
     "Cluster",
     "redis-cluster://",
@@ -638,4 +676,6 @@ const rlock__backend rlock__backend_cluster = {
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,
+    servers_cluster,
+    server_commands_cluster,
 };

@@ -480,6 +480,31 @@ static int failure_redlock(rlock_client *c, const char *what, int ok,
     return rlock__fail(call, RLOCK_EQUORUM, "%s", msg);
 }
 
+/* Every node: each keeps its own copies. */
+static int servers_redlock(rlock_client *c, int *ids, int max, int *sent,
+                           rlock__call *call)
+{
+    int i, n = of(c)->n < max ? of(c)->n : max;
+
+    (void)call;
+    *sent = 0;
+    for (i = 0; i < n; i++)
+        ids[i] = i;
+    return n;
+}
+
+static int server_commands_redlock(rlock_client *c, int id, int ncmds,
+                                   const rlock__cmd *cmds, redisReply **replies,
+                                   const char **where, rlock__call *call)
+{
+    redlock *r = of(c);
+
+    *where = rlock__node_where(r->nodes[id]);
+    return rlock__node_commands(r->nodes[id], ncmds, cmds, replies,
+                                rlock__call_until(call, r->node_timeout_ms),
+                                call);
+}
+
 const rlock__backend rlock__backend_redlock = {
     "Redlock",
     "redlock://",
@@ -495,4 +520,6 @@ const rlock__backend rlock__backend_redlock = {
     margin_redlock,
     label_redlock,
     failure_redlock,
+    servers_redlock,
+    server_commands_redlock,
 };

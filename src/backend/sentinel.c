@@ -438,6 +438,26 @@ static int sub_connect_sentinel(rlock_client *c, rlock__conn **out,
     return rc;
 }
 
+/* The master, as the sentinels say: a failure may mean a failover, and
+ * the next step asks them again. */
+static int server_commands_sentinel(rlock_client *c, int id, int ncmds,
+                                    const rlock__cmd *cmds,
+                                    redisReply **replies, const char **where,
+                                    rlock__call *call)
+{
+    int rc = fresh_address(c, call);
+
+    (void)id;
+    *where = rlock__node_where(of(c)->node);
+    if (rc == RLOCK_OK)
+        rc = rlock__node_commands(
+            of(c)->node, ncmds, cmds, replies,
+            rlock__call_until(call, c->opts.command_timeout_ms), call);
+    if (rc != RLOCK_OK)
+        suspect(c, rc);
+    return rc;
+}
+
 const rlock__backend rlock__backend_sentinel = {
     "Sentinel",
     "redis-sentinel://",
@@ -453,4 +473,6 @@ const rlock__backend rlock__backend_sentinel = {
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,
+    rlock__servers_one,
+    server_commands_sentinel,
 };

@@ -121,6 +121,17 @@ static int sub_connect_single(rlock_client *c, rlock__conn **out,
         call);
 }
 
+static int server_commands_single(rlock_client *c, int id, int ncmds,
+                                  const rlock__cmd *cmds, redisReply **replies,
+                                  const char **where, rlock__call *call)
+{
+    (void)id;
+    *where = rlock__node_where(of(c)->node);
+    return rlock__node_commands(
+        of(c)->node, ncmds, cmds, replies,
+        rlock__call_until(call, c->opts.command_timeout_ms), call);
+}
+
 const rlock__backend rlock__backend_single = {
     "single server",
     NULL,
@@ -136,4 +147,6 @@ const rlock__backend rlock__backend_single = {
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,
+    rlock__servers_one,
+    server_commands_single,
 };
