@@ -94,6 +94,9 @@ int url_query_secret(const char *url, size_t start, size_t *from, size_t *to);
  * strlen(url) always suffices. */
 void url_strip_password(const char *url, char *out, size_t len);
 
+/* The monotonic clock in milliseconds. */
+int64_t mono_ms(void);
+
 /* The renewal lease: $RLOCK_WATCHDOG_LEASE if valid, else 30 s. */
 int64_t cli_watchdog_lease_ms(void);
 
@@ -112,12 +115,27 @@ int parse_layout(const char *s, int *layout);
 /* Maps an rlock error code to the tool's exit code. */
 int exit_code_for(int rc);
 
-/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0. */
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0; s is
+ * NUL-terminated, or has rem bytes. */
 size_t utf8_seq(const unsigned char *s);
+size_t utf8_seq_len(const unsigned char *s, size_t rem);
 
 /* Writes text from Redis or the command line for a terminal: control
  * bytes and bytes that are not UTF-8 as \xNN, a backslash as \\. */
 void put_safe(FILE *out, const char *str);
+/* The same for len bytes that may hold any byte (a NUL as \x00). */
+void put_safe_len(FILE *out, const char *str, size_t len);
+/* The columns put_safe_len's output of str takes (a character one). */
+size_t safe_width(const char *str, size_t len);
+/* put_safe_len's output into buf (buflen bytes), cut between characters
+ * to at most cols columns, ending in "..." when cut. Returns buf. */
+const char *safe_cols(const char *str, size_t len, size_t cols, char *buf,
+                      size_t buflen);
+/* A JSON string, always valid UTF-8 whatever the bytes: controls as
+ * \u00NN, a byte that is not UTF-8 as the text \\xNN (as put_safe shows
+ * it). */
+void json_string(FILE *out, const char *str);
+void json_string_len(FILE *out, const char *str, size_t len);
 
 /* The same escaping into buf (len bytes, NUL-terminated; what does not fit
  * is cut between characters and ends in "..."). Returns buf, for printf.
@@ -134,6 +152,8 @@ int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
 int cmd_unlock(struct cli *cli, int argc, char **argv);
 int cmd_ping(struct cli *cli, int argc, char **argv);
+int cmd_list(struct cli *cli, int argc, char **argv);
+int cmd_top(struct cli *cli, int argc, char **argv);
 int cmd_demo(struct cli *cli, int argc, char **argv);
 
 /* Usage texts (help.c); they match rlock(1). */

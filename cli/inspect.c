@@ -8,33 +8,6 @@
 
 #include "cli.h"
 
-/* A JSON string, always valid UTF-8: controls as \u00NN; a byte that is
- * not part of valid UTF-8 as the six characters \\xNN (the decoded
- * string then shows it as the human output does). */
-static void json_string(FILE *out, const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-
-    fputc('"', out);
-    while (*s) {
-        size_t n = utf8_seq(s);
-        if (*s == '"' || *s == '\\') {
-            fprintf(out, "\\%c", *s);
-            s++;
-        } else if (n == 0) {
-            fprintf(out, "\\\\x%02x", *s);
-            s++;
-        } else if (*s < 0x20 || *s == 0x7f) {
-            fprintf(out, "\\u%04x", *s);
-            s++;
-        } else {
-            fwrite(s, 1, n, out);
-            s += n;
-        }
-    }
-    fputc('"', out);
-}
-
 /* " (pid P on host H)" when the holder's process is known. */
 static void print_identity(const rlock_status *st)
 {

@@ -169,6 +169,10 @@ int main(int argc, char **argv)
         code = cmd_unlock(&cli, argc, argv);
     else if (strcmp(cmd, "ping") == 0)
         code = cmd_ping(&cli, argc, argv);
+    else if (strcmp(cmd, "list") == 0)
+        code = cmd_list(&cli, argc, argv);
+    else if (strcmp(cmd, "top") == 0)
+        code = cmd_top(&cli, argc, argv);
     else if (strcmp(cmd, "demo") == 0)
         code = cmd_demo(&cli, argc, argv);
     else {

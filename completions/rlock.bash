@@ -10,7 +10,7 @@ _rlock()
 
     local globals="--redis --tls --cacert --cert --key --sni --insecure
         --password-file --user --version --help"
-    local commands="run status unlock ping demo"
+    local commands="run status unlock list top ping demo"
     local i sub="" dashdash=0
     for (( i = 1; i < cword; i++ )); do
         case ${words[i]} in
@@ -39,6 +39,8 @@ _rlock()
             return ;;
         -w|--wait|-l|--lease|--kill-after|--seconds|--workers|-E|--conflict-exit-code|--sni|--user)
             return ;;
+        --max-locks|--max-keys|--interval)
+            return ;;
     esac
 
     case $sub in
@@ -56,6 +58,12 @@ _rlock()
             COMPREPLY=($(compgen -W "--json --layout -v --verbose --help --" -- "$cur")) ;;
         unlock)
             COMPREPLY=($(compgen -W "--force --no-expiry --layout -v --verbose --help" -- "$cur")) ;;
+        list)
+            COMPREPLY=($(compgen -W "--json --all --layout --max-locks --max-keys
+                --help --" -- "$cur")) ;;
+        top)
+            COMPREPLY=($(compgen -W "--once --interval --layout --max-locks
+                --max-keys --help --" -- "$cur")) ;;
         demo)
             COMPREPLY=($(compgen -W "--workers --seconds --help" -- "$cur")) ;;
         ping)

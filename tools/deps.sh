@@ -21,10 +21,11 @@ if [ $tests = 1 ]; then
     # gpgv and debian-archive-keyring, to fetch, check and unpack newer
     # servers' source (tools/valkey81.sh, tools/newserver.sh);
     # python3-prometheus-client, whose parser reads the metrics text
-    # (tests/metrics/parse.py).
+    # (tests/metrics/parse.py); tmux, to drive rlock top in a terminal and
+    # read its screen back.
     pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
            man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring
-           python3-prometheus-client)
+           python3-prometheus-client tmux)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

@@ -457,7 +457,7 @@ case_checker_program_passes_and_fails() {
 case_help_and_version() {
     "$RLOCK" --version | grep -Eq "^rlock [0-9]+\.[0-9]+\.[0-9]+" || fail "--version"
     "$RLOCK" --help | grep -q "usage: rlock" || fail "--help"
-    for c in run status unlock ping demo; do
+    for c in run status unlock list top ping demo; do
         "$RLOCK" $c --help | grep -q "usage: rlock .*$c" || fail "$c --help"
     done
     "$RLOCK" > /dev/null 2>&1; expect_code 64 $? "no command"
@@ -865,6 +865,30 @@ case_bad_arguments_table() {
         "64|--seconds needs a value|demo|--seconds|{empty}"
         "64|bad duration '3601' for --seconds|demo|--seconds|3601"
         "64|bad duration '2h' for --seconds|demo|--seconds|2h"
+        # list
+        "64|unknown option --bogus|list|--bogus"
+        "64|unknown option --json=1|list|--json=1"
+        "64|--layout needs a value|list|--layout"
+        "64|--layout takes native, redisson or token|list|--layout|Native"
+        "64|--max-locks takes a number from 1 to 10000000|list|--max-locks|0"
+        "64|--max-locks needs a value|list|--max-locks={empty}"
+        "64|--max-keys takes a number from 1000 to 1000000000000|list|--max-keys|999"
+        "64|--max-keys takes a number from 1000 to 1000000000000|list|--max-keys=1e6"
+        "64|bad pattern '\[a'|list|[a"
+        "64|bad pattern 'a..' [(]empty|list|a\\"
+        "64|bad pattern ''|list|{empty}"
+        "64|usage: rlock list|list|a|b"
+        # top
+        "64|unknown option --bogus|top|--bogus"
+        "64|--interval needs a value|top|--interval"
+        "64|--interval takes a duration from 100ms to 1h|top|--interval|50ms"
+        "64|--interval takes a duration from 100ms to 1h|top|--interval=2h"
+        "64|--interval takes a duration from 100ms to 1h|top|--interval|x"
+        "64|--max-locks takes a number from 1 to 100000|top|--max-locks|100001"
+        "64|--max-keys takes a number from 1000 to 100000000|top|--max-keys|10"
+        "64|--layout takes native, redisson or token|top|--layout|all"
+        "64|bad pattern 'x\['|top|--once|x["
+        "64|usage: rlock top|top|a|b"
     )
     local before after stats calls conns
     before=$(keys_snapshot)
@@ -1334,6 +1358,352 @@ case_bash_completion_completes() {
     [ "$(complete_words rlock run --layout re)" = "redisson " ] || fail "layout value"
     [ "$(complete_words rlock --pass)" = "--password-file " ] || fail "global option"
     [ "$(complete_words rlock run x -- ech)" = "echo " ] || fail "COMMAND: '$(complete_words rlock run x -- ech)'"
+    [ "$(complete_words rlock to)" = "top " ] || fail "top: '$(complete_words rlock to)'"
+    [ "$(complete_words rlock list --max-l)" = "--max-locks " ] || fail "list option"
+    [ "$(complete_words rlock top --layout t)" = "token " ] || fail "top's layout"
+}
+
+# ---- rlock list and rlock top --------------------------------------------
+
+# The names rlock list printed (its last column), sorted, one a line.
+listed() { "$RLOCK" list "$@" | sed 1d | awk '{ print $NF }' | LC_ALL=C sort | tr '\n' ' '; }
+is_held_as() { "$RLOCK" status --layout "$2" "$1" | grep -q "held by"; }
+
+# Locks of every layout are found by their keys, each once (a queue's
+# keys are not locks of their own); keys of other shapes under a lock's
+# names are skipped; names are escaped as status escapes them, and --json
+# is strict UTF-8.
+case_list_finds_every_layout_and_skips_other_shapes() {
+    start_redis
+    local esc pids="" out
+    esc=$(printf 'esc\033[2J\377')
+    "$RLOCK" run nat -- sleep 60 & pids="$pids $!"
+    "$RLOCK" run --layout token tok -- sleep 60 & pids="$pids $!"
+    "$RLOCK" run --layout redisson red -- sleep 60 & pids="$pids $!"
+    "$RLOCK" run "$esc" -- sleep 60 & pids="$pids $!"
+    wait_for 5 is_held nat || fail "no native hold"
+    wait_for 5 is_held_as tok token || fail "no token hold"
+    wait_for 5 is_held_as red redisson || fail "no Redisson hold"
+    wait_for 5 is_held "$esc" || fail "no hold of the escaped name"
+    "$RLOCK" run nat -- true & pids="$pids $!"
+    wait_for 5 waiting nat 1 || fail "the waiter is not queued"
+    # A Redisson peer's hold (a hash, no counter): found by the walk over
+    # the hashes. A token peer's hold (no counter): a string like any other.
+    rcli HSET peer 8c6f8f22-0000-4000-8000-000000000001:7 1 >/dev/null
+    rcli PEXPIRE peer 60000 >/dev/null
+    rcli SET pyonly 0123456789abcdef0123456789abcdef PX 60000 >/dev/null
+    # Keys of other shapes, where the walk looks for locks.
+    rcli SET "{rlock:trap}" "hello world" PX 60000 >/dev/null   # no lock value
+    rcli HSET data a 1 b 2 c 3 >/dev/null                       # not Redisson's
+    rcli HSET noexpiry x:1 1 >/dev/null                         # no expiry
+    rcli SET fake:rlock-fence 5 >/dev/null                      # beside a list
+    rcli RPUSH fake a >/dev/null
+    rcli SET "{rlock:gone}:fence" 99 >/dev/null                 # a free lock
+    rcli SET plain v >/dev/null
+    out=$(listed)
+    [ "$out" = "esc\\x1b[2J\\xff nat peer red tok " ] || fail "list: '$out': $("$RLOCK" list)"
+    "$RLOCK" list > "$dir/out"; expect_code 0 $? "list"
+    ! grep -q "$(printf '\033')" "$dir/out" || fail "an escape byte reached the output"
+    grep -Eq '^native +[0-9]+@[^ ]+ +[0-9.]+s +1 +1 +[0-9]+  nat$' "$dir/out" ||
+        fail "the native line: $(cat "$dir/out")"
+    grep -Eq '^redisson +8c6f8f22-0000-4000-80\.\.\. +[0-9.]+s +1 +0 +0  peer$' "$dir/out" ||
+        fail "the peer's line: $(cat "$dir/out")"
+    "$RLOCK" list --json > "$dir/out"; expect_code 0 $? "list --json"
+    python3 - "$dir/out" <<'PY' || fail "--json: $(cat -v "$dir/out")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], "rb").read().decode("utf-8").splitlines()]
+got = {(r["name"], r["layout"]) for r in rows}
+want = {("esc\x1b[2J\\xff", "native"), ("nat", "native"), ("peer", "redisson"),
+        ("red", "redisson"), ("tok", "token")}
+assert got == want, got
+nat = [r for r in rows if r["name"] == "nat"][0]
+assert nat["held"] and nat["waiters"] == 1 and nat["count"] == 1 and nat["pid"] > 0, nat
+PY
+    # --all: the free lock its counter names too; never someone's data.
+    out=$(listed --all)
+    [ "$out" = "esc\\x1b[2J\\xff gone nat peer red tok " ] || fail "list --all: '$out'"
+    # PATTERN is a glob on names; --layout one layout.
+    [ "$(listed 'n*')" = "nat " ] || fail "list 'n*': '$(listed 'n*')'"
+    [ "$(listed '?e[a-e]*')" = "peer red " ] || fail "list '?e[a-e]*': '$(listed '?e[a-e]*')'"
+    [ "$(listed --layout token)" = "tok " ] || fail "--layout token: '$(listed --layout token)'"
+    [ "$(listed --layout redisson 'p*')" = "peer " ] || fail "--layout redisson 'p*'"
+    [ "$(listed 'esc\x1b*')" = "" ] || fail "a pattern is bytes, not escapes"
+    [ "$(listed "$(printf 'esc\033*')")" = "esc\\x1b[2J\\xff " ] || fail "a pattern with ESC"
+    # top: the same locks, without escape codes off a terminal.
+    "$RLOCK" top --once --interval 100ms > "$dir/out"; expect_code 0 $? "top --once"
+    ! grep -q "$(printf '\033')" "$dir/out" || fail "an escape code reached a pipe: $(cat -v "$dir/out")"
+    for n in nat tok red peer 'esc\x1b[2J\xff'; do
+        N=$n awk '$1 == ENVIRON["N"] { f = 1 } END { exit !f }' "$dir/out" ||
+            fail "top --once lacks $n: $(cat "$dir/out")"
+    done
+    grep -Eq '^nat +native +[0-9]+@[^ ]+ +>[0-9]+s +[0-9.]+s +1 ' "$dir/out" ||
+        fail "top's native row: $(cat "$dir/out")"
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $pids 2>/dev/null
+}
+
+# A user that may not SCAN (or run the status script) is told so, exit 77;
+# one that may not DBSIZE only loses the key count.
+case_list_and_top_say_what_the_acl_refuses() {
+    start_redis
+    local sock="$dir/redis.sock" holder
+    rcli ACL SETUSER noscan on '>pw' '~*' '&*' +@all -scan >/dev/null
+    rcli ACL SETUSER noeval on '>pw' '~*' '&*' +@all -evalsha -eval >/dev/null
+    rcli ACL SETUSER nosize on '>pw' '~*' '&*' +@all -dbsize >/dev/null
+    "$RLOCK" run held -- sleep 30 & holder=$!
+    wait_for 5 is_held held || fail "no hold"
+    for cmd in list "top --once --interval 100ms"; do
+        # shellcheck disable=SC2086
+        "$RLOCK" --redis "unix://noscan:pw@$sock" $cmd >"$dir/out" 2>"$dir/err"
+        expect_code 77 $? "$cmd without SCAN"
+        [ "$(wc -l < "$dir/err")" = 1 ] || fail "$cmd: not one line: $(cat "$dir/err")"
+        grep -q "walking the keys needs SCAN (ACL).*NOPERM.*'scan'" "$dir/err" ||
+            fail "$cmd without SCAN said: $(cat "$dir/err")"
+        grep -q pw "$dir/err" && fail "$cmd: the password was printed"
+        # shellcheck disable=SC2086
+        "$RLOCK" --redis "unix://noeval:pw@$sock" $cmd >"$dir/out" 2>"$dir/err"
+        expect_code 77 $? "$cmd without EVALSHA"
+        grep -q "held.*NOPERM.*'evalsha'" "$dir/err" ||
+            fail "$cmd without EVALSHA said: $(cat "$dir/err")"
+    done
+    "$RLOCK" --redis "unix://nosize:pw@$sock" list >"$dir/out" 2>"$dir/err"
+    expect_code 0 $? "list without DBSIZE"
+    { grep -q ' held$' "$dir/out" && [ ! -s "$dir/err" ]; } ||
+        fail "list without DBSIZE: $(cat "$dir/out" "$dir/err")"
+    kill "$holder"; wait "$holder"
+}
+
+# The calls of a command since CONFIG RESETSTAT (0 if none).
+calls_of() {
+    rcli INFO commandstats | tr -d '\r' |
+        sed -n "s/^cmdstat_$1:calls=\([0-9]*\).*/\1/p" | grep . || echo 0
+}
+
+# 100,000 locks (a third of each layout) among 1,200,000 keys: list reads
+# them all in bounded time and commands; the default bounds stop it early
+# and say so; top --once does a bounded part of the work, and the footer
+# counts what the server counted. A pattern that matches a million keys
+# that are no locks costs what the bounds allow, and says what it left out.
+case_list_and_top_are_bounded_on_100k_locks_and_a_million_keys() {
+    start_redis --enable-debug-command local
+    local keys t0 took scans evals sizes shown per=33334 locks
+    locks=$((3 * per))
+    python3 "$here/populate_locks.py" $per | rcli --pipe > "$dir/pipe" ||
+        fail "populate: $(cat "$dir/pipe")"
+    rcli DEBUG POPULATE 1000000 other 24 >/dev/null
+    keys=$(rcli DBSIZE)
+    [ "$keys" = $((1000000 + 2 * locks)) ] || fail "DBSIZE $keys"
+
+    rcli CONFIG RESETSTAT >/dev/null
+    t0=$(ms)
+    "$RLOCK" list --max-locks 200000 > "$dir/out" 2> "$dir/err"
+    expect_code 0 $? "list of every lock"
+    took=$(( $(ms) - t0 ))
+    scans=$(calls_of scan) evals=$(calls_of evalsha) sizes=$(calls_of dbsize)
+    shown=$(( $(wc -l < "$dir/out") - 1 ))
+    echo "list, every lock: $shown locks, $took ms, SCAN $scans, EVALSHA $evals, DBSIZE $sizes"
+    [ "$shown" = $locks ] || fail "listed $shown locks, want $locks: $(head -c 500 "$dir/err")"
+    [ ! -s "$dir/err" ] || fail "list said: $(cat "$dir/err")"
+    # Two walks (every key, then the hashes), about 1000 keys a step.
+    [ "$scans" -le $(( 2 * (keys / 1000 + 100) )) ] || fail "$scans SCANs for $keys keys"
+    [ "$evals" = $locks ] || fail "$evals EVALSHAs for $locks locks"
+    [ "$sizes" = 2 ] || fail "$sizes DBSIZEs"
+    [ $took -lt $((40000 * slow)) ] || fail "list took $took ms"
+    for n in n:0 t:17 r:33333; do
+        grep -q " $n\$" "$dir/out" || fail "$n not listed"
+    done
+
+    rcli CONFIG RESETSTAT >/dev/null
+    t0=$(ms)
+    "$RLOCK" list > "$dir/out" 2> "$dir/err"; expect_code 0 $? "list"
+    took=$(( $(ms) - t0 ))
+    scans=$(calls_of scan) evals=$(calls_of evalsha)
+    echo "list, default bounds: $took ms, SCAN $scans, EVALSHA $evals: $(cat "$dir/err")"
+    [ "$(( $(wc -l < "$dir/out") - 1 ))" = 10000 ] || fail "list printed $(wc -l < "$dir/out") lines"
+    [ "$evals" = 10000 ] || fail "list read $evals locks"
+    grep -q "^rlock list: more than 10000 locks to read (--max-locks): the walk stopped after about [0-9]* of $keys keys ([0-9]*%); the locks beyond were left out$" "$dir/err" ||
+        fail "list said: $(cat "$dir/err")"
+    [ $took -lt $((15000 * slow)) ] || fail "list took $took ms"
+
+    rcli CONFIG RESETSTAT >/dev/null
+    t0=$(ms)
+    "$RLOCK" top --once --interval 200ms > "$dir/out" 2> "$dir/err"
+    expect_code 0 $? "top --once"
+    took=$(( $(ms) - t0 ))
+    scans=$(calls_of scan) evals=$(calls_of evalsha) sizes=$(calls_of dbsize)
+    echo "top --once: $took ms, SCAN $scans, EVALSHA $evals, DBSIZE $sizes"
+    [ "$scans.$evals.$sizes" = 50.400.2 ] ||
+        fail "top --once: SCAN $scans, EVALSHA $evals, DBSIZE $sizes"
+    grep -q "^this refresh: $((scans + evals + sizes)) commands ($((scans + sizes)) walking the keys, $evals reading locks)$" "$dir/out" ||
+        fail "top's footer: $(cat "$dir/out")"
+    grep -Eq '^left out: [0-9]+ of [0-9]+ locks not read \(--max-locks 200\); [0-9]+ rows below$' "$dir/out" ||
+        fail "top's footer: $(cat "$dir/out")"
+    grep -Eq "^locks: [0-9]+ busy of [0-9]+ found - walk 1: about 50000 of $keys keys \(4%\)$" "$dir/out" ||
+        fail "top's header: $(cat "$dir/out")"
+    [ "$(wc -l < "$dir/out")" = 24 ] || fail "top --once printed $(wc -l < "$dir/out") lines"
+    [ $took -lt $((10000 * slow)) ] || fail "top --once took $took ms"
+
+    # A pattern that a million keys match, none of them a lock.
+    rcli CONFIG RESETSTAT >/dev/null
+    "$RLOCK" list --max-keys 100000 'other:*' > "$dir/out" 2> "$dir/err"
+    expect_code 0 $? "list 'other:*'"
+    scans=$(calls_of scan) evals=$(calls_of evalsha)
+    [ ! -s "$dir/out" ] || fail "list 'other:*' printed $(head -3 "$dir/out")"
+    [ "$scans" -le 100 ] || fail "list 'other:*': $scans SCANs"
+    [ "$evals" = 0 ] || fail "list 'other:*': $evals EVALSHAs"
+    grep -q "^rlock list: the walk stopped after about 100000 of $keys keys (8%) (--max-keys 100000); the locks beyond were left out$" "$dir/err" ||
+        fail "list 'other:*' said: $(cat "$dir/err")"
+    rcli CONFIG RESETSTAT >/dev/null
+    "$RLOCK" top --once --interval 100ms 'other:*' > "$dir/out"; expect_code 0 $? "top 'other:*'"
+    [ "$(calls_of scan).$(calls_of evalsha)" = 50.0 ] ||
+        fail "top 'other:*': SCAN $(calls_of scan), EVALSHA $(calls_of evalsha)"
+    grep -q "(no lock held, waited for or taken since the last look)" "$dir/out" ||
+        fail "top 'other:*': $(cat "$dir/out")"
+}
+
+# On a cluster, list asks every master (a SCAN on each), and finds the
+# locks wherever their slots are.
+case_list_asks_every_master_of_a_cluster() {
+    start_cluster
+    local pids="" i hp out
+    for i in $(seq 12); do
+        "$RLOCK" run "c$i" -- sleep 60 & pids="$pids $!"
+    done
+    "$RLOCK" run --layout token "{tk}:1" -- sleep 60 & pids="$pids $!"
+    "$RLOCK" run --layout redisson rd -- sleep 60 & pids="$pids $!"
+    for i in $(seq 12); do wait_for 10 is_held "c$i" || fail "c$i not held"; done
+    wait_for 10 is_held_as "{tk}:1" token || fail "no token hold"
+    wait_for 10 is_held_as rd redisson || fail "no Redisson hold"
+    for hp in $cluster_ports; do redis-cli -p "${hp##*:}" CONFIG RESETSTAT >/dev/null; done
+    out=$(listed)
+    [ "$out" = "c1 c10 c11 c12 c2 c3 c4 c5 c6 c7 c8 c9 rd {tk}:1 " ] || fail "list: '$out'"
+    for hp in $cluster_ports; do
+        redis-cli -p "${hp##*:}" INFO commandstats | grep -q '^cmdstat_scan:calls=[1-9]' ||
+            fail "master $hp was not asked"
+    done
+    "$RLOCK" top --once --interval 100ms | grep -q '^c7 ' || fail "top on the cluster"
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $pids 2>/dev/null
+}
+
+# Through Redlock every node is walked and a lock is one line; through
+# Sentinel, the master is.
+case_list_on_redlock_and_sentinel_shows_each_lock_once() {
+    local p1 p2 p3 sp holder
+    start_tcp_redis; p1=$tcp_port
+    start_tcp_redis; p2=$tcp_port
+    start_tcp_redis; p3=$tcp_port
+    export RLOCK_URL="redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
+    "$RLOCK" run rl -- sleep 30 & holder=$!
+    wait_for 5 is_held rl || fail "no Redlock hold"
+    [ "$(listed)" = "rl " ] || fail "list on Redlock: '$(listed)'"
+    "$RLOCK" top --once --interval 100ms | grep -q "^rl " || fail "top on Redlock"
+    kill "$holder"; wait "$holder"
+    for _ in 1 2 3 4 5; do # a free port, as for the servers
+        sp=$(( 20000 + RANDOM % 30000 ))
+        printf 'sentinel monitor m 127.0.0.1 %s 1\n' "$p1" > "$dir/sentinel.conf"
+        setpriv --pdeathsig KILL "$SERVER" "$dir/sentinel.conf" --sentinel \
+            --port "$sp" --bind 127.0.0.1 --dir "$dir" >"$dir/sentinel.log" 2>&1 &
+        echo $! >> "$dir/tcp-pids"
+        wait_for 5 redis-cli -p "$sp" sentinel get-master-addr-by-name m >/dev/null && break
+    done
+    export RLOCK_URL="redis-sentinel://127.0.0.1:$sp/m"
+    "$RLOCK" run sl -- sleep 30 & holder=$!
+    wait_for 5 is_held sl || fail "no hold through the sentinel"
+    [ "$(listed)" = "sl " ] || fail "list through the sentinel: '$(listed)'"
+    kill "$holder"; wait "$holder"
+}
+
+# rlock top in a terminal (tmux), its screen read back: it draws the
+# busiest locks and redraws in place, s sorts by the next column, a new
+# window size is drawn at once; q, ^C and ^Z give the terminal back as it
+# was (the shell's screen, its stty settings), and fg draws the view again.
+case_top_in_a_terminal_sorts_resizes_and_gives_the_terminal_back() {
+    command -v tmux >/dev/null || fail "tmux is needed (tools/deps.sh --tests)"
+    start_redis
+    local tm=(tmux -L "rlock-test-$$" -f /dev/null) pids=""
+    # shellcheck disable=SC2317 # (called by wait_for)
+    screen() { "${tm[@]}" capture-pane -p -t top; }
+    shows() { screen | grep -Eq -- "$1"; }
+    # The first row of locks (the one under the column names).
+    # shellcheck disable=SC2317
+    first_is() { [ "$(screen | sed -n '/^NAME /{n;p;q}' | awk '{ print $1 }')" = "$1" ]; }
+    # Drawn for a width: the column names there, no line wider.
+    # shellcheck disable=SC2317
+    fits() { shows '^NAME ' && [ "$(screen | awk -v w="$1" 'length > w' | wc -l)" = 0 ]; }
+    ( while "$RLOCK" run hot -- sleep 0.02; do :; done ) & pids="$pids $!"
+    "$RLOCK" run held -- sleep 60 & pids="$pids $!"
+    wait_for 5 is_held held || fail "no hold"
+    "$RLOCK" run held -- true & pids="$pids $!"
+    "$RLOCK" run held -- true & pids="$pids $!"
+    wait_for 5 waiting held 2 || fail "the waiters are not queued"
+    "${tm[@]}" new-session -d -s top -x 100 -y 24 \
+        "PS1='prompt\$ ' bash --norc --noprofile -i"
+    trap '"${tm[@]}" kill-server 2>/dev/null; cleanup' EXIT
+    wait_for 5 shows 'prompt\$' || fail "no shell in tmux: $(screen)"
+    "${tm[@]}" send-keys -t top "stty -g > '$dir/stty.before'" Enter
+    "${tm[@]}" send-keys -t top "'$RLOCK' top --interval 300ms; echo \"top exited \$?\"" Enter
+    wait_for 10 shows '^rlock top - sort: acq/s \(s: next, q: quit\) - every 300ms - [0-9:]{8} - unix://' ||
+        fail "no view: $(screen)"
+    wait_for 10 first_is hot || fail "hot is not first by acq/s: $(screen)"
+    shows '^held +native +[0-9]+@[^ ]+ +>?[0-9]+s +[0-9.]+s +2 ' || fail "held's row: $(screen)"
+    shows '^hot +native .* [1-9][0-9.]*$' || fail "hot has no rate: $(screen)"
+    shows '^this refresh: [0-9]+ commands' || fail "no footer: $(screen)"
+    # s: sorted by waiters.
+    "${tm[@]}" send-keys -t top s
+    wait_for 5 shows 'sort: waiters' || fail "s did not sort: $(screen)"
+    wait_for 5 first_is held || fail "held is not first by waiters: $(screen)"
+    # A narrower window: drawn again at once, no line wider than it.
+    "${tm[@]}" resize-window -t top -x 60 -y 20
+    wait_for 5 fits 60 || fail "not redrawn for 60 columns: $(screen)"
+    # q: the shell's screen again, and the terminal as it was.
+    "${tm[@]}" send-keys -t top q
+    wait_for 5 shows '^top exited 0$' || fail "q did not quit: $(screen)"
+    shows '^rlock top -' && fail "the view is still on the screen: $(screen)"
+    "${tm[@]}" send-keys -t top "stty -g > '$dir/stty.after'" Enter
+    wait_for 5 test -s "$dir/stty.after" || fail "no stty"
+    cmp -s "$dir/stty.before" "$dir/stty.after" ||
+        fail "terminal not restored: $(diff "$dir/stty.before" "$dir/stty.after")"
+    # ^C: the same, and rlock dies of SIGINT, as the shell expects.
+    "${tm[@]}" send-keys -t top clear Enter
+    "${tm[@]}" send-keys -t top "'$RLOCK' top --interval 300ms; echo \"top exited \$?\"" Enter
+    wait_for 10 shows '^rlock top -' || fail "no view again: $(screen)"
+    "${tm[@]}" send-keys -t top C-c
+    # Killed by SIGINT, as bash sees it: the rest of the line is dropped.
+    wait_for 5 eval '! shows "^rlock top -"' || fail "^C left the view: $(screen)"
+    "${tm[@]}" send-keys -t top 'echo "top status $?"' Enter
+    wait_for 5 shows '^top status 130$' || fail "^C: $(screen)"
+    rm -f "$dir/stty.after"
+    "${tm[@]}" send-keys -t top "stty -g > '$dir/stty.after'" Enter
+    wait_for 5 test -s "$dir/stty.after" || fail "no stty"
+    cmp -s "$dir/stty.before" "$dir/stty.after" || fail "^C left the terminal changed"
+    # ^Z: stopped with the terminal given back; fg draws the view again.
+    "${tm[@]}" send-keys -t top clear Enter
+    "${tm[@]}" send-keys -t top "'$RLOCK' top --interval 300ms; echo \"top exited \$?\"" Enter
+    wait_for 10 shows '^rlock top -' || fail "no view again: $(screen)"
+    "${tm[@]}" send-keys -t top C-z
+    wait_for 5 shows 'Stopped' || fail "^Z: $(screen)"
+    shows '^rlock top -' && fail "^Z left the view on the screen: $(screen)"
+    rm -f "$dir/stty.after"
+    "${tm[@]}" send-keys -t top "stty -g > '$dir/stty.after'" Enter
+    wait_for 5 test -s "$dir/stty.after" || fail "no stty"
+    cmp -s "$dir/stty.before" "$dir/stty.after" || fail "^Z left the terminal changed"
+    "${tm[@]}" send-keys -t top fg Enter
+    wait_for 5 shows '^rlock top -' || fail "fg did not draw the view: $(screen)"
+    "${tm[@]}" send-keys -t top q
+    # (The line's echo ran when the job stopped: fg runs top alone.)
+    wait_for 5 eval '! shows "^rlock top -"' || fail "q after fg: $(screen)"
+    "${tm[@]}" send-keys -t top 'echo "top status $?"' Enter
+    wait_for 5 shows '^top status 0$' || fail "q after fg: $(screen)"
+    "${tm[@]}" kill-server
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $pids 2>/dev/null
 }
 
 # Every key with its value (DUMP leaves the TTL out), in name order.
