@@ -290,8 +290,10 @@ static void note(finder *f, int layout, int role, const char *name, size_t len)
     /* A native counter alone is a free lock, unless its key turns up. */
     if (role == ROLE_COUNTER && layout == RLOCK_LAYOUT_NATIVE && !f->free_too)
         return;
-    if (lookup(f, layout, name, len))
+    if ((x = lookup(f, layout, name, len)) != NULL) {
+        x->walked = f->generation;
         return;
+    }
     if (f->n >= f->max) {
         f->dropped++;
         return;
@@ -305,6 +307,7 @@ static void note(finder *f, int layout, int role, const char *name, size_t len)
         return;
     }
     x->layout = layout;
+    x->walked = f->generation;
     x->seq = f->next_seq++;
     x->rate = -1;
     x->len = len;
@@ -370,6 +373,26 @@ void finder_restart(finder *f)
         f->ended[w] = 0;
     }
     f->gen_keys = 0;
+    f->dropped = 0;
+}
+
+void finder_prune(finder *f)
+{
+    size_t i;
+
+    for (i = 0; i < f->nbuckets; i++) {
+        found **at = &f->buckets[i];
+        while (*at) {
+            found *x = *at;
+            if (x->walked < f->generation) {
+                *at = x->next;
+                free(x);
+                f->n--;
+            } else {
+                at = &x->next;
+            }
+        }
+    }
 }
 
 void finder_free(finder *f)

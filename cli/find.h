@@ -39,8 +39,9 @@ typedef struct found {
      * it was held at the first look, so held_since is a lower bound. */
     int64_t held_since_ms;
     int held_before;
-    int shown;     /* on the last screen (rlock top looks at it first) */
-    int64_t round; /* rlock top's refresh that looked at it last */
+    int shown;      /* on the last screen (rlock top looks at it first) */
+    int64_t round;  /* rlock top's refresh that looked at it last */
+    int64_t walked; /* the last walk (generation) that found a key of it */
     size_t len;
     char name[]; /* len bytes, then a NUL */
 } found;
@@ -77,7 +78,8 @@ struct finder {
     /* The locks found: a hash table of at most max. */
     found **buckets;
     size_t nbuckets, n, max;
-    int64_t dropped; /* found but not kept: the table was full */
+    int64_t dropped; /* found but not kept (the table was full) by the
+                        present walks */
     int64_t next_seq;
     int64_t skipped;   /* looks that found no lock (other shapes) */
     int64_t failed;    /* looks Redis refused (LOOK_ERROR) */
@@ -105,6 +107,9 @@ int finder_walk(finder *f, int steps);
 const char *walk_failure(int rc);
 /* Forgets the present walks: the next finder_walk begins again. */
 void finder_restart(finder *f);
+/* After a walk that went over every key: forgets the locks it found no
+ * key of (gone since an earlier walk). */
+void finder_prune(finder *f);
 
 /* Looks at x (rlock_mutex_status), now_ms the monotonic time: RLOCK_OK
  * (x's state says what it found: a lock, another shape, a refusal), or an

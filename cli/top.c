@@ -201,9 +201,12 @@ static int refresh(top *t)
     t->at = time(NULL);
     t->refreshes++;
     /* The walk, where it stopped; once over, it begins again, to find the
-     * locks made since. */
-    if (t->f.ended[0] && t->f.ended[1])
+     * locks made since, and the locks it found no key of are gone. */
+    if (t->f.ended[0] && t->f.ended[1]) {
+        t->nview = 0; /* the view may point at them */
+        finder_prune(&t->f);
         finder_restart(&t->f);
+    }
     rc = finder_walk(&t->f, (int)(t->max_keys / t->f.count));
     t->cmds_walk = t->f.commands - before;
     if (rc < 0) {
@@ -338,6 +341,11 @@ static void line(top *t, frame *fr, const char *text, int inverse)
 {
     const unsigned char *s = (const unsigned char *)text;
     size_t cols = 0, i = 0;
+
+    /* A window shorter than the view shows its first lines: one more
+     * would scroll the screen. */
+    if (t->live && fr->lines >= t->rows)
+        return;
 
     while (s[i] && cols < (size_t)t->cols) {
         size_t n = utf8_seq(s + i);

@@ -1438,6 +1438,12 @@ PY
     done
     grep -Eq '^nat +native +[0-9]+@[^ ]+ +>[0-9]+s +[0-9.]+s +1 ' "$dir/out" ||
         fail "top's native row: $(cat "$dir/out")"
+    # Refresh after refresh off a terminal; a lock whose keys are gone is
+    # forgotten once a walk has been over every key.
+    "$RLOCK" top --interval 100ms > "$dir/top" & pids="$pids $!"
+    wait_for 5 grep -q '^locks: 5 busy of 10 found' "$dir/top" || fail "top: $(cat "$dir/top")"
+    rcli DEL "{rlock:gone}:fence" >/dev/null
+    wait_for 5 grep -q '^locks: 5 busy of 9 found' "$dir/top" || fail "top kept a lock gone: $(tail -12 "$dir/top")"
     # shellcheck disable=SC2086
     kill $pids 2>/dev/null
     # shellcheck disable=SC2086
