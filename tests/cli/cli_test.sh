@@ -1296,8 +1296,8 @@ case_output_is_escaped_and_json_is_utf8() {
 case_long_urls_are_never_cut() {
     start_redis
     local url q
-    q=$(printf '&db=0%.0s' $(seq 800))
-    url="unix://$dir/redis.sock?db=0$q"
+    q=$(printf '&tls=0%.0s' $(seq 640))
+    url="unix://$dir/redis.sock?tls=0$q"
     RLOCK_URL=$url "$RLOCK" run long -- sh -c 'printf "%s" "$RLOCK_URL" > "$0/url"' "$dir"
     expect_code 0 $? "run with a ${#url}-byte URL"
     [ "$(cat "$dir/url")" = "$url" ] || fail "RLOCK_URL was $(wc -c < "$dir/url") bytes, want ${#url}"
