@@ -173,6 +173,8 @@ void ex_run_server_log(ex_run *r, FILE *out);
 /* Ends the faults: no new one, and every one under way undone (the server
  * and the workers resumed, the proxy calm). */
 void ex_run_end_faults(ex_run *r);
+/* When the monitor last saw a lock held (ex_now_ns), or 0. */
+int64_t ex_run_held_at(ex_run *r);
 /* Stops the monitor and frees the run (after ex_run_end_faults). */
 void ex_run_stop(ex_run *r);
 

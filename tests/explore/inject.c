@@ -32,6 +32,7 @@ struct ex_run {
     int64_t t_start;
     atomic_int regime;
     atomic_int stop_faults, stop_monitor;
+    atomic_llong held_at; /* the monitor last saw a lock held */
     pthread_t injector, monitor;
     ex_rng conn_rng[CONNS][2];
     long conn_no[CONNS];
@@ -398,6 +399,8 @@ static void *monitor_main(void *arg)
             e.rc = m[i] ? rlock_mutex_status(m[i], &st) : RLOCK_ENOMEM;
             e.t1 = ex_now_ns();
             if (e.rc == RLOCK_OK) {
+                if (st.held)
+                    atomic_store(&r->held_at, (long long)e.t1);
                 e.a = st.held;
                 e.b = st.holder_pid;
                 e.token = (uint64_t)st.lease_ms;
@@ -436,6 +439,11 @@ void ex_run_end_faults(ex_run *r)
 {
     atomic_store(&r->stop_faults, 1);
     pthread_join(r->injector, NULL);
+}
+
+int64_t ex_run_held_at(ex_run *r)
+{
+    return (int64_t)atomic_load(&r->held_at);
 }
 
 void ex_run_stop(ex_run *r)

@@ -161,9 +161,16 @@ static void run_one(uint64_t seed, ex_log *l, int64_t slack_ms, ex_verdict *v)
         if (atomic_load(&l->done[w]) != 2)
             waitpid(l->pid[w], NULL, 0);
     }
-    /* The monitor watches a lease more: a lock left held by nobody shows. */
+    /* The monitor watches on while a lock is held, for as long as the
+     * checker lets a lock be held by nobody and a second more, so that a
+     * lock left so at the end of the run shows; once every lock has been
+     * seen free for a while, nothing more can. */
     lease = p.lease_ms ? p.lease_ms : p.watchdog_ms;
-    sleep_ms(lease + 500);
+    until = ex_now_ns() + (lease + 2 * p.slow_ms + slack_ms + 1000) * 1000000LL;
+    sleep_ms(100);
+    while (ex_now_ns() < until &&
+           ex_now_ns() - ex_run_held_at(run) < 300 * 1000000LL)
+        sleep_ms(25);
     ex_run_stop(run);
     rt_proxy_stop(proxy);
     if (replica)

@@ -24,7 +24,8 @@
  *  nobody     the monitor never sees a lock held while no owner holds,
  *             takes or lets go of it, for longer than a lease (plus the
  *             time the run's faults kept the client from Redis, and the
- *             slack). A killed worker's holds are its lease's to end.
+ *             slack). A killed worker's holds are its lease's to end. A
+ *             wait takes the lock only near its end (accounted()).
  *  tokens     of two holds of one name, the one whose acquisition began
  *             after the other's returned has the greater token.
  *  bounds     every call ends within the bound its header states, plus the
@@ -600,6 +601,14 @@ static void check_tokens(state *s)
 static int accounted(state *s, int name, int64_t t, int64_t holder_pid,
                      const ex_log *l)
 {
+    /* An acquisition takes the lock at its last attempt, or by a hand-over
+     * that it claims within the grant's lease: it accounts for a held lock
+     * only that long before it returned, not for the whole of its wait (a
+     * lock that nobody owns stands in the way of its waiters, and waiting
+     * is all they do about it). */
+    int64_t taking = (lease_of(s->p) + s->p->command_timeout_ms +
+                      (s->p->replicas ? s->p->sync_timeout_ms : 0)) *
+                     MS;
     int i, w;
 
     for (w = 0; w < s->p->workers; w++)
@@ -608,11 +617,14 @@ static int accounted(state *s, int name, int64_t t, int64_t holder_pid,
                 return 1;
     for (i = 0; i < s->nholds; i++) {
         hold *h = &s->holds[i];
-        int64_t end;
-        if (h->name != name || !h->acq_t0 || h->acq_t0 > t)
+        int64_t end, from;
+        if (h->name != name || !h->acq_t0)
             continue;
-        /* From the acquisition's start to the last call on it; one that
-         * is still open at the end of the log holds it to the end. */
+        from = h->acq_t1 - taking > h->acq_t0 ? h->acq_t1 - taking : h->acq_t0;
+        if (from > t)
+            continue;
+        /* From then to the last call on it; one that is still open at the
+         * end of the log holds it to the end. */
         end = h->end_t1 > h->acq_t1 ? h->end_t1 : h->acq_t1;
         if (h->fresh_ok && !h->clean && !h->reported && h->level > 0)
             end = INT64_MAX;

@@ -29,7 +29,9 @@ typedef struct owner {
     int w, o;
     rlock_owner *obj; /* odd owners: an rlock_owner; even: the thread */
     ex_rng r;
-    int hold; /* the current hold's number */
+    ex_rng r2; /* for choices added later, so that r draws as it did and a
+                  kept seed's owners keep what they did */
+    int hold;  /* the current hold's number */
 } owner;
 
 /* What an on_lost callback needs: whose hold it is, and how long to
@@ -137,6 +139,26 @@ static int left(owner *ow, rlock_mutex *m, int name)
     return rc == RLOCK_OK;
 }
 
+/* Waits, asking how much lease is left every 15 to 30 ms, until at most
+ * last_ms is: a holder that extends only at the last moment. 1 then, 0
+ * once the hold is lost (or gone). */
+static int wait_for_last(owner *ow, rlock_mutex *m, int name, int64_t last_ms)
+{
+    while (!atomic_load(&ow->l->stop)) {
+        int64_t ms = 0, t = ex_now_ns();
+        int rc = ow->obj ? rlock_mutex_lease_left_as(m, ow->obj, &ms)
+                         : rlock_mutex_lease_left(m, &ms);
+
+        note(ow, EV_LEFT, name, t, ex_now_ns(), rc, 0, 0, ms, 0, 0);
+        if (rc != RLOCK_OK)
+            return 0;
+        if (ms <= last_ms)
+            break;
+        sleep_ms(ms - last_ms < 15 ? ms - last_ms : ex_range(&ow->r2, 15, 30));
+    }
+    return 1;
+}
+
 /* ---- a hold ------------------------------------------------------------- */
 
 /* The length of a lease as the plan has it. */
@@ -198,6 +220,18 @@ static int body(owner *ow, rlock_mutex *m, int name, int level, int *lost)
             note(ow, EV_REL, name, t0, t1, rc, level, 0, 0, 0, 0);
         } else if (pick < 85) {
             int64_t ms = ex_range(&ow->r, lease / 4, p->extend_max_ms);
+            /* A fixed lease is sometimes extended at its last moment, and
+             * then by much, as a holder that extends only when it must:
+             * the answer may come after the lease as counted ended, and
+             * what it set outlasts a lease by far (the watchdog's lease
+             * never comes near its end). */
+            if (p->lease_ms && ex_chance(&ow->r2, 35)) {
+                if (!wait_for_last(ow, m, name, ex_range(&ow->r2, 10, 300))) {
+                    *lost = 1;
+                    return level;
+                }
+                ms = ex_range(&ow->r2, 2 * lease, 6 * lease);
+            }
             t0 = ex_now_ns();
             rc = extend(ow, m, ms);
             t1 = ex_now_ns();
@@ -394,6 +428,7 @@ void ex_worker_main(const ex_plan *p, int w, const char *url, ex_log *l)
         ow[i].w = w;
         ow[i].o = i;
         ex_rng_init(&ow[i].r, p->seed, 100 + (uint64_t)w, (uint64_t)i);
+        ex_rng_init(&ow[i].r2, p->seed, 200 + (uint64_t)w, (uint64_t)i);
         if (i % 2)
             ow[i].obj = rlock_owner_new(&err);
         pthread_create(&th[i], NULL, owner_main, &ow[i]);
