@@ -85,13 +85,8 @@ static int check_opts(const rlock_client_opts *o, rlock__call *call)
 
 static void init_sync(rlock_client *c)
 {
-    pthread_condattr_t ca;
-
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->state_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlock__cond_init(&c->state_cv);
 }
 
 /* What fork() holds of the client: mu, then the backend's locks (no code

@@ -104,13 +104,8 @@ static void describe(rlock__node *n)
 
 static void init_sync(rlock__node *n)
 {
-    pthread_condattr_t ca;
-
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&n->mu, NULL);
-    pthread_cond_init(&n->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlock__cond_init(&n->cv);
 }
 
 int rlock__node_new(const rlock__node_cfg *cfg, const char *host, int port,

@@ -56,23 +56,13 @@ struct rlock__notify {
     int stop;
 };
 
-static void init_cv(pthread_cond_t *cv)
-{
-    pthread_condattr_t a;
-
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
 static struct rlock__notify *state(rlock_client *c)
 {
     struct rlock__notify *s = c->bg->notify;
 
     if (!s && (s = calloc(1, sizeof *s)) != NULL) {
         s->tail = &s->head;
-        init_cv(&s->cv);
+        rlock__cond_init(&s->cv);
         c->bg->notify = s;
     }
     return s;

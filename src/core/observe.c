@@ -69,13 +69,8 @@ const char *rlock__obs_type_name(int t)
 
 static void init_sync(rlock__obs *o)
 {
-    pthread_condattr_t a;
-
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_mutex_init(&o->mu, NULL);
-    pthread_cond_init(&o->cv, &a);
-    pthread_condattr_destroy(&a);
+    rlock__cond_init(&o->cv);
 }
 
 rlock__obs *rlock__obs_new(void)

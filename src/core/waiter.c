@@ -3,15 +3,11 @@
 #include <unistd.h>
 
 #include "core/waiter.h"
+#include "util/clock.h"
 
 void rlock__waiter_add(rlock__waiter **list, rlock__waiter *w)
 {
-    pthread_condattr_t ca;
-
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rlock__cond_init(&w->cv);
     w->ring_fd = -1;
     w->next = *list;
     *list = w;

@@ -43,3 +43,13 @@ int64_t rlock__jitter(int64_t lo, int64_t hi)
     tl_rng = x;
     return lo + (int64_t)(x % (uint64_t)(hi - lo + 1));
 }
+
+void rlock__cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}

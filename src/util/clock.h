@@ -10,6 +10,7 @@
 #ifndef RLOCK_UTIL_CLOCK_H
 #define RLOCK_UTIL_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -37,6 +38,10 @@ static inline int64_t rlock__earlier(int64_t a, int64_t b)
 /* An absolute monotonic time as a timespec (pthread_cond_timedwait on a
  * condition variable that runs on CLOCK_MONOTONIC). */
 struct timespec rlock__timespec(int64_t ns);
+
+/* Initialises cv to time its waits on CLOCK_MONOTONIC, as every wait of
+ * the library is (rlock__timespec). */
+void rlock__cond_init(pthread_cond_t *cv);
 
 /* Uniform random integer in [lo, hi]; not for secrets. Thread-safe. */
 int64_t rlock__jitter(int64_t lo, int64_t hi);
