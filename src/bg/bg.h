@@ -81,10 +81,6 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next);
 void rlock__cleanup_step(rlock_client *c, int64_t *next);
 void rlock__sub_step(rlock_client *c, int64_t *next);
 
-/* The deadline of the background's round trips: the earliest lease end of
- * the client's holds, so that no server can keep it from telling a holder
- * that its lease ran out (mu held). */
-int64_t rlock__bg_bound(rlock_client *c);
 
 /* ---- the subscriber (subscriber.c) --------------------------------------- */
 

@@ -18,7 +18,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
-#include "core/events.h"
+#include "bg/events.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 
@@ -205,7 +205,7 @@ void rlock__cleanup_step(rlock_client *c, int64_t *next)
             return;
         }
         *p = j->next; /* taken off the list while mu is released */
-        bound = rlock__bg_bound(c);
+        bound = rlock__holds_end(&c->holds, c->shortest_lease_ms);
         pthread_mutex_unlock(&c->mu);
         again = send(c, j, bound);
         pthread_mutex_lock(&c->mu);

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 
 #include "bg/bg.h"
-#include "core/events.h"
+#include "bg/events.h"
 #include "core/observe.h"
 #include "util/clock.h"
 

@@ -302,7 +302,8 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
             *next = rlock__earlier(*next, bg->sub_retry_at);
             return;
         }
-        rlock__call_init(&call, rlock__bg_bound(c));
+        rlock__call_init(&call,
+                         rlock__holds_end(&c->holds, c->shortest_lease_ms));
         /* Read before connecting: a move while it connects makes the
          * connection old at once, and it is made again. */
         bg->sub_moves = __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);

@@ -30,7 +30,7 @@
 #include "backend/backend.h"
 #include "bg/bg.h"
 #include "bg/notify.h"
-#include "core/events.h"
+#include "bg/events.h"
 #include "core/fork.h"
 #include "core/reply.h"
 #include "layout/layout.h"
@@ -257,7 +257,7 @@ static void renew_script(rlock_client *c, const renewal *rn, int n,
 }
 
 /* Sends one batch; mu is released meanwhile. t_step: when the step that
- * collected it began; bound: the round trip's deadline (rlock__bg_bound,
+ * collected it began; bound: the round trip's deadline (rlock__holds_end,
  * a walk of every hold, so computed once per step). Where the layout has
  * a native compare-and-set renewal and the servers took it last time,
  * that goes first, and the script follows for the holds it left. */
@@ -422,7 +422,7 @@ static void renew_due(rlock_client *c)
         mixed |= by_group(&rn[off], &rn[0]) != 0;
     if (mixed)
         qsort(rn, (size_t)n, sizeof *rn, by_group);
-    bound = n > 0 ? rlock__bg_bound(c) : 0;
+    bound = n > 0 ? rlock__holds_end(&c->holds, c->shortest_lease_ms) : 0;
     for (off = 0; off < n;) {
         int len = 1;
         while (off + len < n && len < RENEW_BATCH &&
@@ -434,20 +434,6 @@ static void renew_due(rlock_client *c)
     while (n-- > 0)
         free(rn[n].key);
     free(rn);
-}
-
-int64_t rlock__bg_bound(rlock_client *c)
-{
-    const rlock__hold *h;
-    int64_t end = rlock__after_ms(c->shortest_lease_ms);
-
-    /* The earliest lease end of the holds there are; and for holds taken
-     * while the round trip is under way (whose lease ends no sooner than
-     * the shortest lease after they were taken), the shortest lease. */
-    for (h = c->holds.list; h; h = h->next)
-        if (!h->lost && !h->releasing && h->valid_until < end)
-            end = h->valid_until;
-    return end;
 }
 
 /* Holds whose lease ended unrenewed are lost; holds of owners the

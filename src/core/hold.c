@@ -205,3 +205,14 @@ void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns)
             h->renew_at = now_ns;
     }
 }
+
+int64_t rlock__holds_end(const rlock__holds *t, int64_t shortest_ms)
+{
+    const rlock__hold *h;
+    int64_t end = rlock__after_ms(shortest_ms);
+
+    for (h = t->list; h; h = h->next)
+        if (!h->lost && !h->releasing && h->valid_until < end)
+            end = h->valid_until;
+    return end;
+}

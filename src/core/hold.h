@@ -106,6 +106,13 @@ void rlock__hold_may_end(rlock__hold *h, int64_t end_ns, int64_t now_ns);
  * lose the lock before that end. */
 int64_t rlock__hold_renew_due(const rlock__hold *h, int64_t t);
 
+/* The earliest lease end of the holds of t that are not lost or being
+ * released, and no later than shortest_ms from now (for holds taken while
+ * a round trip is under way, whose leases end no sooner than that): the
+ * deadline of the background's round trips, so that no server can keep
+ * it from telling a holder that its lease ran out (mu held). */
+int64_t rlock__holds_end(const rlock__holds *t, int64_t shortest_ms);
+
 /* Removes h from the table and frees it. */
 void rlock__hold_remove(rlock__holds *t, rlock__hold *h);
 /* Forgets every hold of m, or of the whole table (m NULL), which is then

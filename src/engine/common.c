@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "bg/bg.h"
 #include "bg/notify.h"
-#include "core/events.h"
+#include "bg/events.h"
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "core/events.h"
+#include "bg/events.h"
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "util/clock.h"

@@ -77,7 +77,7 @@
 
 #include "backend/backend.h"
 #include "bg/bg.h"
-#include "core/events.h"
+#include "bg/events.h"
 #include "core/handles.h"
 #include "core/waiter.h"
 #include "engine/engine.h"

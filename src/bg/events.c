@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <string.h>
 
-#include "core/events.h"
+#include "bg/events.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 

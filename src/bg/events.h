@@ -4,8 +4,8 @@
  * from its mutex and owner, and a hold's loss counted and reported in one
  * place, whoever finds it (the background, or a call of the owner).
  */
-#ifndef RLOCK_CORE_EVENTS_H
-#define RLOCK_CORE_EVENTS_H
+#ifndef RLOCK_BG_EVENTS_H
+#define RLOCK_BG_EVENTS_H
 
 #include <stdint.h>
 
