@@ -22,10 +22,10 @@ void usage_main(FILE *out)
         "                 show who holds each lock, its lease, token and waiters\n"
         "  unlock --force [--no-expiry] [--layout L] [-v] NAME\n"
         "                 remove a lock whoever holds it, waking its waiters\n"
-        "  list [--json] [--all] [--layout L] [PATTERN]\n"
+        "  list [--json] [--all] [--layout L] [-v] [PATTERN]\n"
         "                 the locks of every layout on the servers: holder,\n"
         "                 lease, count, waiters, last token\n"
-        "  top [--once] [--interval DUR] [--layout L] [PATTERN]\n"
+        "  top [--once] [--interval DUR] [--layout L] [-v] [PATTERN]\n"
         "                 a live view of the busiest locks (q quits, s sorts)\n"
         "  ping [-v]      connect, authenticate, show the server version and round trip\n"
         "  demo [--workers N] [--seconds S]\n"
@@ -125,7 +125,7 @@ static const struct {
     {"list",
      "usage: rlock [--redis URL] list [--json] [--all] "
      "[--layout native|redisson|token]\n"
-     "                  [--max-locks N] [--max-keys N] [PATTERN]\n"
+     "                  [--max-locks N] [--max-keys N] [-v] [PATTERN]\n"
      "\n"
      "Finds the locks on the servers (every master of a cluster, every\n"
      "Redlock node) with SCAN, never KEYS, and prints one line per lock held\n"
@@ -141,10 +141,11 @@ static const struct {
      "  --layout L       only that layout's locks (a cheaper walk)\n"
      "  --max-locks N    read at most N locks (default 10000)\n"
      "  --max-keys N     let SCAN look at most at about N keys (default\n"
-     "                   10000000); what a bound left out is said on stderr\n"},
+     "                   10000000); what a bound left out is said on stderr\n"
+     "  -v, --verbose    print the client's events on stderr\n"},
     {"top",
      "usage: rlock [--redis URL] top [--once] [--interval DUR] [--layout L]\n"
-     "                  [--max-locks N] [--max-keys N] [PATTERN]\n"
+     "                  [--max-locks N] [--max-keys N] [-v] [PATTERN]\n"
      "\n"
      "A live view of the busiest locks, drawn again in place every interval:\n"
      "holder, how long held (\">\": held already when first seen), lease\n"
@@ -161,7 +162,9 @@ static const struct {
      "  --interval DUR   between refreshes (default 2s)\n"
      "  --layout L       only that layout's locks\n"
      "  --max-locks N    locks read per refresh (default 200)\n"
-     "  --max-keys N     keys SCAN looks at per refresh (default 50000)\n"},
+     "  --max-keys N     keys SCAN looks at per refresh (default 50000)\n"
+     "  -v, --verbose    print the client's events on stderr (with --once,\n"
+     "                   or with stderr not the terminal the view is on)\n"},
     {"ping",
      "usage: rlock [--redis URL] ping [-v]\n"
      "\n"

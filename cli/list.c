@@ -154,6 +154,11 @@ int cmd_list(struct cli *cli, int argc, char **argv)
             free_too = 1;
             continue;
         }
+        if (!opts_end &&
+            (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
+            cli->verbose = 1;
+            continue;
+        }
         if (!opts_end && (r = cli_opt(argc, argv, &at, "rlock list", NULL,
                                       "--layout", &v)) != 0) {
             if (r < 0 || parse_layouts("rlock list", v, &layouts) != 0)

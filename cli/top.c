@@ -510,6 +510,11 @@ static int parse_top(top *t, int argc, char **argv, const char **pattern,
             t->once = 1;
             continue;
         }
+        if (!opts_end &&
+            (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
+            t->cli->verbose = 1;
+            continue;
+        }
         if (!opts_end && (r = cli_opt(argc, argv, &at, "rlock top", NULL,
                                       "--layout", &v)) != 0) {
             if (r < 0 || parse_layouts("rlock top", v, layouts) != 0)
@@ -619,6 +624,13 @@ int cmd_top(struct cli *cli, int argc, char **argv)
      * codes. */
     t.live = !t.once && isatty(STDOUT_FILENO);
     t.ansi = isatty(STDOUT_FILENO);
+    /* The events would be written over the view. */
+    if (cli->verbose && t.live && isatty(STDERR_FILENO)) {
+        fprintf(stderr, "rlock top: -v writes the events on stderr, which is "
+                        "the terminal the view is drawn on: add --once, or "
+                        "send stderr elsewhere (2>FILE)\n");
+        return EXIT_USAGE;
+    }
     term_size(&t.rows, &t.cols);
     if (!(t.c = cli_open(cli, &code)))
         return code;

@@ -60,10 +60,10 @@ _rlock()
             COMPREPLY=($(compgen -W "--force --no-expiry --layout -v --verbose --help" -- "$cur")) ;;
         list)
             COMPREPLY=($(compgen -W "--json --all --layout --max-locks --max-keys
-                --help --" -- "$cur")) ;;
+                -v --verbose --help --" -- "$cur")) ;;
         top)
             COMPREPLY=($(compgen -W "--once --interval --layout --max-locks
-                --max-keys --help --" -- "$cur")) ;;
+                --max-keys -v --verbose --help --" -- "$cur")) ;;
         demo)
             COMPREPLY=($(compgen -W "--workers --seconds --help" -- "$cur")) ;;
         ping)

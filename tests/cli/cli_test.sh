@@ -200,6 +200,9 @@ case_verbose_prints_the_events() {
     [ ! -s "$dir/err" ] || fail "events without -v: $(cat "$dir/err")"
     "$RLOCK" status -v v >/dev/null 2>"$dir/err" || fail "status -v"
     "$RLOCK" ping -v >/dev/null 2>"$dir/err" || fail "ping -v"
+    "$RLOCK" list -v >/dev/null 2>"$dir/err" || fail "list -v: $(cat "$dir/err")"
+    "$RLOCK" top -v --once --interval 100ms >/dev/null 2>"$dir/err" ||
+        fail "top -v: $(cat "$dir/err")"
     "$RLOCK" ping -x 2>/dev/null; expect_code 64 $? "ping -x"
 }
 
@@ -1705,6 +1708,12 @@ case_top_in_a_terminal_sorts_resizes_and_gives_the_terminal_back() {
     wait_for 5 eval '! shows "^rlock top -"' || fail "q after fg: $(screen)"
     "${tm[@]}" send-keys -t top 'echo "top status $?"' Enter
     wait_for 5 shows '^top status 0$' || fail "q after fg: $(screen)"
+    # -v would write the events over the live view: refused, the view is
+    # never drawn.
+    "${tm[@]}" send-keys -t top clear Enter
+    "${tm[@]}" send-keys -t top "'$RLOCK' top -v; echo \"top -v exited \$?\"" Enter
+    wait_for 5 shows '^top -v exited 64$' || fail "top -v in a terminal: $(screen)"
+    shows '^rlock top: -v writes the events' || fail "top -v said: $(screen)"
     "${tm[@]}" kill-server
     # shellcheck disable=SC2086
     kill $pids 2>/dev/null
