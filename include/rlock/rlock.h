@@ -725,7 +725,8 @@ RLOCK_API int rlock_with(rlock_mutex *m, int64_t wait_ms,
  * thread's own holds are separate from the owner's. An owner may be used
  * with any number of clients and mutexes; calls as one owner on the same
  * mutex must not overlap (as a thread's cannot), calls on different
- * mutexes may.
+ * mutexes may, and so may rlock_mutex_lease_left_as with any call (a
+ * thread that watches how long another task's hold lasts).
  *
  * Each owner keeps the detail of the last error of a call made as it
  * (rlock_owner_errmsg), beside the calling thread's record
@@ -749,9 +750,11 @@ RLOCK_API void rlock_owner_free(rlock_owner *o);
 
 /*
  * The detail of the last error that a call made as owner o returned
- * ("" if none, or for o = NULL). The string belongs to the owner and
- * stays valid until its next failed call or rlock_owner_free; read it on
- * the thread that made the call, before the next call as o.
+ * ("" if none, or for o = NULL): a copy for the calling thread, valid
+ * until its next call of rlock_owner_errmsg on any owner. Calls as o on
+ * other threads meanwhile (on other mutexes, or rlock_mutex_lease_left_as)
+ * may have replaced the owner's text: read it right after the call that
+ * failed. Thread-safe.
  */
 RLOCK_API const char *rlock_owner_errmsg(rlock_owner *o);
 

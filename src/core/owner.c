@@ -73,10 +73,18 @@ void rlock_owner_free(rlock_owner *o)
 
 const char *rlock_owner_errmsg(rlock_owner *o)
 {
-    /* The application's own reference keeps the buffer alive; the text
-     * changes only under the owner's later calls, which the application
-     * orders with its reads. */
-    return o ? o->errmsg : "";
+    /* A copy for the calling thread, taken under the owner's lock: calls
+     * as the owner on other threads (another mutex, or lease_left from a
+     * thread that watches the hold) may write the owner's text meanwhile,
+     * and a reader must never see it half written. */
+    static _Thread_local char copy[RLOCK__ERR_MAX];
+
+    if (!o)
+        return "";
+    pthread_mutex_lock(&o->mu);
+    memcpy(copy, o->errmsg, sizeof copy);
+    pthread_mutex_unlock(&o->mu);
+    return copy;
 }
 
 void rlock__owner_ref(rlock_owner *obj)

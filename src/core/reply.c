@@ -107,8 +107,10 @@ int rlock__parse_acquire(const redisReply *r, rlock__acquired *a)
         else if (a->hint_ms > RLOCK_MS_MAX)
             a->hint_ms = RLOCK_MS_MAX;
         /* The holder's node count: a number a URL can give (65,535 is
-         * far above any list a client accepts). */
-        if (r->elements >= 3) {
+         * far above any list a client accepts). Nothing more. */
+        if (r->elements > 3)
+            return RLOCK_EPROTO;
+        if (r->elements == 3) {
             if (!is_int(r->element[2]) || r->element[2]->integer < 1 ||
                 r->element[2]->integer > 65535)
                 return RLOCK_EPROTO;
