@@ -34,7 +34,7 @@ if [ $tests = 1 ]; then
 fi
 missing=()
 for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'ok installed' >/dev/null ||
         missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

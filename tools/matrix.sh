@@ -51,7 +51,7 @@ hiredis)
         -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
     cmake --build build/matrix-hiredis/build -j"$jobs"
     # The library really is linked against that hiredis.
-    ldd build/matrix-hiredis/build/librlock.so | grep -q "$prefix/lib/libhiredis.so.1" ||
+    ldd build/matrix-hiredis/build/librlock.so | grep "$prefix/lib/libhiredis.so.1" >/dev/null ||
         { echo "tools/matrix.sh: librlock.so is not linked against $prefix" >&2; ldd build/matrix-hiredis/build/librlock.so >&2; exit 1; }
     LD_LIBRARY_PATH=$prefix/lib ctest --test-dir build/matrix-hiredis/build -j2 \
         --output-on-failure \

@@ -20,7 +20,7 @@ work=$PWD/build/$name-$suite
 read -r version tarball < <(tools/debsrc.sh "$suite" "$name" "$work/dl")
 src=$work/$name-$version
 bin=$src/src/$name-server
-if [ ! -x "$bin" ] || ! "$bin" --version | grep -q "v=$version"; then
+if [ ! -x "$bin" ] || ! "$bin" --version | grep "v=$version" >/dev/null; then
     rm -rf "$src"
     mkdir -p "$src"
     tar -C "$src" --strip-components=1 -xf "$tarball"

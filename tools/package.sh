@@ -47,7 +47,7 @@ fail() { echo "tools/package.sh: $*" >&2; exit 1; }
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "$(realpath "$build"/pkg/librlock0_*.deb)" "$(realpath "$build"/pkg/librlock-dev_*.deb)" \
     "$(realpath "$build"/pkg/rlock_*.deb)" >/dev/null
-ldconfig -p | grep -q 'librlock.so.0 ' || fail "librlock.so.0 is not in the ldconfig cache after install"
+ldconfig -p | grep 'librlock.so.0 ' >/dev/null || fail "librlock.so.0 is not in the ldconfig cache after install"
 [ "$(command -v rlock)" = /usr/bin/rlock ] || fail "rlock is not /usr/bin/rlock"
 ! command -v rlock-bench >/dev/null || fail "rlock-bench was installed"
 # Minimal images (Docker's Debian) tell dpkg not to install man pages;
@@ -75,7 +75,7 @@ redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --dir 
 redis_pid=$!
 for _ in $(seq 100); do [ -S "$tmp/redis.sock" ] && break; sleep 0.05; done
 url="unix://$tmp/redis.sock"
-rlock --redis "$url" ping | grep -q "^PONG from" || fail "rlock ping failed"
+rlock --redis "$url" ping | grep "^PONG from" >/dev/null || fail "rlock ping failed"
 "$tmp/ex/contend" "$url" 2 >"$tmp/contend.out" || fail "contend (find_package): $(cat "$tmp/contend.out")"
 "$tmp/contend-pc" "$url" 2 >"$tmp/contend-pc.out" || fail "contend (pkg-config): $(cat "$tmp/contend-pc.out")"
 rlock --redis "$url" run -n pkg -- true || fail "rlock run"

@@ -29,7 +29,7 @@ sources() {
 
 missing=0
 while read -r f; do
-    head -5 "$f" | grep -q "$line" && continue
+    head -5 "$f" | grep "$line" >/dev/null && continue
     if [ $add = 0 ]; then
         echo "no SPDX line: $f"
         missing=1
@@ -42,7 +42,7 @@ while read -r f; do
     *.1 | *.3) text=".\\\" $line" ;;
     *) text="# $line" ;;
     esac
-    if head -1 "$f" | grep -q '^#!'; then
+    if head -1 "$f" | grep '^#!' >/dev/null; then
         { head -1 "$f"; echo "$text"; tail -n +2 "$f"; } > "$f.spdx"
     else
         { echo "$text"; cat "$f"; } > "$f.spdx"

@@ -14,7 +14,7 @@ sha256=d9bbd82eecb82f359e649a0007ad3dc1b47cc15afa626348ca86b73c4ae2c7ee
 url=http://deb.debian.org/debian/pool/main/v/valkey/$tarball
 work=$PWD/build/valkey-8.1
 bin=$work/valkey-$version/src/valkey-server
-if [ ! -x "$bin" ] || ! "$bin" --version | grep -q "v=$version"; then
+if [ ! -x "$bin" ] || ! "$bin" --version | grep "v=$version" >/dev/null; then
     rm -rf "$work"
     mkdir -p "$work"
     curl -fsSL --retry 3 --connect-timeout 30 --max-time 600 \

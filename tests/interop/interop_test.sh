@@ -161,7 +161,7 @@ PY
     done
     "$RLOCK" run -n --layout token held -- true 2>/dev/null
     [ $? = 1 ] || fail "rlock took a lock redis-py holds"
-    "$RLOCK" status --layout token held | grep -q "held by" || fail "status does not show the peer"
+    "$RLOCK" status --layout token held | grep "held by" >/dev/null || fail "status does not show the peer"
     wait "$peer"
     "$RLOCK" run --layout token held -- "$PYTHON" -c '
 import sys, redis
