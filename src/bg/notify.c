@@ -170,7 +170,12 @@ static void spawn(rlock_client *c, struct rlock__notify *s)
     else
         s->start = 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    /* A fork() right after this must not catch the thread half-made. */
+    /* Until the thread runs (it needs mu to clear start): then it counts
+     * itself idle or takes a notice before the background step looks at
+     * the notifiers again. This does not keep fork() out: the wait
+     * releases mu, so a child may be forked before the thread started;
+     * it has no notifier either way, and its first call on the client
+     * forgets the parent's (rlock__notify_after_fork). */
     while (s->start)
         pthread_cond_wait(&c->state_cv, &c->mu);
 }

@@ -102,9 +102,13 @@ static int ensure(rlock_client *c, rlock__call *call)
                            "cannot start the background thread");
     }
     bg->running = 1;
-    /* Return only once the thread runs our code: a fork() right after this
-     * must not catch the thread half-created. (It cannot set the flag
-     * before we wait: it needs mu first.) */
+    /* Return only once the thread runs our code (it cannot set the flag
+     * before we wait: it needs mu first). This does not keep fork() out:
+     * the wait releases mu, which is what fork()'s guard takes, so a
+     * child may be forked while the thread has not started yet, as at
+     * any other moment. The child has no such thread either way; its
+     * first call on the client (rlock__api_enter) forgets it
+     * (after_fork below). */
     while (!bg->started)
         pthread_cond_wait(&c->state_cv, &c->mu);
     return RLOCK_OK;

@@ -12,7 +12,10 @@
  *  - 1.x reports a command timeout as REDIS_ERR_TIMEOUT (1.1+); 0.14 as
  *    REDIS_ERR_IO with errno EAGAIN.
  *  - 1.x has RESP3 reply types; rlock speaks RESP2, but a reply of an
- *    unexpected type must still be recognised as "not what we asked for".
+ *    unexpected type must still be recognised as "not what we asked for",
+ *    and text that 1.x may hand over as a verbatim string (INFO's answer,
+ *    REDIS_REPLY_VERB: its str is the text, the "txt:" type apart) is
+ *    read as the plain string it is in RESP2 (rlock__reply_is_text).
  *  - 1.x redisContext.fd is a redisFD (an int on Unix).
  */
 #ifndef RLOCK_COMPAT_HIREDIS_COMPAT_H
@@ -34,6 +37,18 @@
 #else
 #define RLOCK__ARRAY_LEN_T int
 #endif
+
+/* Whether r is text: a bulk string, or (hiredis 1.x) a verbatim string,
+ * whose str and len are the text without its format prefix. 0.14 knows
+ * no verbatim strings. */
+static inline int rlock__reply_is_text(const redisReply *r)
+{
+#if defined(REDIS_REPLY_VERB)
+    if (r->type == REDIS_REPLY_VERB)
+        return 1;
+#endif
+    return r->type == REDIS_REPLY_STRING;
+}
 
 /* True if the context's last error was a read/write timeout. */
 static inline int rlock__redis_timed_out(const redisContext *ctx)

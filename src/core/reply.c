@@ -409,7 +409,7 @@ void rlock__parse_info_field(const redisReply *r, const char *field, char *out,
 
     if (len == 0)
         return;
-    if (r->type == REDIS_REPLY_STRING) {
+    if (rlock__reply_is_text(r)) {
         /* "field:" at the start of a line: not inside another's name
          * (redis_version inside a made-up xredis_version). */
         for (p = r->str; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
