@@ -343,8 +343,9 @@ static int tryagain_pause(int64_t *pause_ms, int64_t rtt_ns, int64_t deadline)
  *   only be sent back by ASK, and each round counted as two redirections
  *   used up the limit in a second while the migration went on. With
  *   RLOCK__X_BRIEF (the background's renewals and undos) it is not waited
- *   for: they are retried on their own schedule, and a round that waited
- *   would hold up the renewals of every other slot.
+ *   for, nor is a third redirection (MOVED, ASK) paused before: they are
+ *   retried on their own schedule, and a round that waited would hold up
+ *   the renewals of every other slot.
  *
  * MOVED and ASK count against REDIRECTS_MAX, TRYAGAIN does not: its
  * pauses end by the deadline. A migration that outlasts the deadline, and
@@ -410,11 +411,15 @@ static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
             /* A move needs two at most (ASK, then MOVED when it ends);
              * more mean the nodes do not agree yet (a SETSLOT given to
              * one node before the other): the next is followed after a
-             * pause, so that the limit is not used up before they do. */
+             * pause, so that the limit is not used up before they do.
+             * With RLOCK__X_BRIEF it is not waited for, as TRYAGAIN is
+             * not (below): the background retries on its own schedule,
+             * and a pause would hold up the renewals of every slot. */
             if (++redirects > REDIRECTS_MAX ||
                 (redirects > 2 &&
-                 tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
-                     0)) {
+                 ((flags & RLOCK__X_BRIEF) ||
+                  tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
+                      0))) {
                 rlock__fail(
                     call, RLOCK_EUNAVAILABLE,
                     "slot %d of %s: still redirected after %d "
