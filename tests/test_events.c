@@ -615,6 +615,60 @@ TEST(a_callback_that_sleeps_stalls_no_renewal)
     rt_server_stop(s);
 }
 
+/* ---- a loss is not held up by another hold's renewal ---------------------
+ */
+
+static void note_lost_at(recorder *r, const rlock_event *ev)
+{
+    atomic_llong *at = r->ctx;
+
+    if (ev->type == RLOCK_EV_LOST && ev->name && strcmp(ev->name, "short") == 0)
+        atomic_store(at, (long long)rt_now_ms());
+}
+
+/*
+ * The server is stopped while the client holds a fixed lease of 1.5 s and
+ * a watchdog hold of 7.2 s, which is renewed from 1.2 s on, at the latest
+ * in the step that wakes at the fixed lease's end: that step's sweep
+ * finds the fixed hold lost, then the renewal waits for its reply up to
+ * the shortest lease (1.5 s). The LOST event the sweep found is delivered
+ * at once, not after that stalled round trip.
+ */
+TEST(a_loss_is_delivered_before_another_holds_stalled_renewal)
+{
+    rt_server *s = rt_server_start(NULL);
+    recorder r;
+    rlock_client *c = recorded(rt_server_url(s), 7200, &r);
+    rlock_mutex_opts fixed;
+    rlock_mutex *lng, *shrt;
+    atomic_llong lost_at;
+    int64_t left, end;
+
+    atomic_store(&lost_at, 0);
+    r.ctx = &lost_at;
+    r.hook = note_lost_at;
+    rlock_mutex_opts_init(&fixed);
+    fixed.lease_ms = 1500;
+    lng = rt_mutex(c, "long", NULL);
+    shrt = rt_mutex(c, "short", &fixed);
+    CHECK_RC(rlock_mutex_lock(lng), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(shrt), RLOCK_OK);
+    CHECK_RC(rlock_mutex_lease_left(shrt, &left), RLOCK_OK);
+    end = rt_now_ms() + left;
+    rt_server_pause(s);
+    RT_WAIT_UNTIL(atomic_load(&lost_at) != 0, 5000);
+    rt_server_resume(s);
+    printf("LOST delivered %lld ms after the lease end\n",
+           (long long)(atomic_load(&lost_at) - end));
+    CHECK_INT(atomic_load(&lost_at) - end, <, 500);
+    CHECK_RC(rlock_mutex_unlock(shrt), RLOCK_ELOST);
+    rlock_mutex_unlock(lng); /* renewed late or lost: let go either way */
+    rlock_mutex_free(lng);
+    rlock_mutex_free(shrt);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
 /* ---- the log callback ---------------------------------------------------- */
 
 typedef struct logbook {

@@ -467,13 +467,17 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next)
 {
     rlock__hold *h;
 
-    /* Notices of the holds found lost go to their notifiers before any
-     * round trip: a server that stalls the renewals does not hold them
-     * up. */
+    /* Notices of the holds found lost, and the LOST events the sweep
+     * reported, go to their notifiers before any round trip: a server
+     * that stalls the renewals (up to a lease each) does not hold them
+     * up. (The events first: rlock__notify_events queues the notice that
+     * rlock__notify_step may start a notifier for.) */
     sweep(c);
+    rlock__notify_events(c);
     rlock__notify_step(c, next);
     renew_due(c);
     sweep(c);
+    rlock__notify_events(c);
     rlock__notify_step(c, next);
     for (h = c->holds.list; h; h = h->next) {
         if (h->lost || h->releasing)
