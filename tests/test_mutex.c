@@ -5,7 +5,9 @@
  * key, script reloading, binary names in one hash slot, WRONGTYPE, fork.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/test.h"
@@ -527,6 +529,107 @@ TEST(fork_never_waits_for_a_renewal_the_server_does_not_answer)
     rt_server_resume(s);
     rlock_mutex_unlock(m); /* lost or not: either way it is let go */
     rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* A child that closes its copy of the client before any other call on
+ * it (cancel_first: after cancelling the waits, its first call). */
+struct close_first {
+    rlock_client *c;
+    int cancel_first;
+};
+
+static int child_closes_first(void *arg)
+{
+    struct close_first *f = arg;
+
+    if (f->cancel_first)
+        rlock_client_cancel_waits(f->c);
+    rlock_client_close(f->c);
+    return 0;
+}
+
+/* Waits for child pid at most ms: its exit status, or the test fails
+ * (and the child is killed) if it is still running then. */
+static int wait_within(pid_t pid, int64_t ms)
+{
+    int64_t until = rt_now_ms() + ms;
+    int status;
+    pid_t got;
+
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0) {
+        if (rt_now_ms() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            rt_fail(__FILE__, __LINE__,
+                    "the child did not exit within %lld ms: killed",
+                    (long long)ms);
+        }
+        rt_sleep_ms(10);
+    }
+    CHECK(got == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static atomic_int forked_renewals;
+
+static void count_renewals(const rlock_event *ev, void *arg)
+{
+    (void)arg;
+    if (ev->type == RLOCK_EV_RENEWED)
+        atomic_fetch_add(&forked_renewals, 1);
+}
+
+/*
+ * A forked child whose first call on an inherited client is
+ * rlock_client_close (or rlock_client_cancel_waits, then close) closes
+ * its own copy: it neither joins the parent's background and notifier
+ * threads, which it does not have, nor destroys condition variables the
+ * parent's threads wait on, nor wakes the parent's waiters. Before, the
+ * child hung in pthread_join. The parent has a watchdog hold whose
+ * renewals were delivered by a notifier thread, an on_lost, and a thread
+ * waiting for a lock another client holds.
+ */
+TEST(a_forked_child_may_close_the_client_first)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts o;
+    rlock_mutex_opts mo;
+    rlock_client *c, *other;
+    rlock_mutex *m, *busy, *obusy;
+    struct close_first f;
+    rt_locker l;
+
+    rlock_client_opts_init(&o);
+    o.watchdog_lease_ms = 300;
+    c = rt_client(rt_server_url(s), &o);
+    other = rt_client(rt_server_url(s), NULL);
+    atomic_store(&forked_renewals, 0);
+    CHECK_RC(rlock_client_set_event_cb(c, count_renewals, NULL), RLOCK_OK);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = rt_count_lost;
+    m = rt_mutex(c, "close-first", &mo);
+    busy = rt_mutex(c, "close-first-busy", NULL);
+    obusy = rt_mutex(other, "close-first-busy", NULL);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    RT_WAIT_UNTIL(atomic_load(&forked_renewals) >= 2, 5000);
+    CHECK_RC(rlock_mutex_lock(obusy), RLOCK_OK);
+    rt_locker_start(&l, busy, 1);
+    RT_WAIT_UNTIL(rt_cmd_int(s, "LLEN {rlock:close-first-busy}:queue") == 1,
+                  5000);
+    f.c = c;
+    for (f.cancel_first = 0; f.cancel_first < 2; f.cancel_first++)
+        CHECK_INT(wait_within(rt_fork(child_closes_first, &f), 5000), ==, 0);
+    /* The parent's client goes on as before. */
+    CHECK_INT(atomic_load(&l.done), ==, 0);
+    CHECK_RC(rlock_mutex_unlock(obusy), RLOCK_OK);
+    CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_mutex_free(busy);
+    rlock_mutex_free(obusy);
+    rlock_client_close(other);
     rlock_client_close(c);
     rt_server_stop(s);
 }

@@ -365,7 +365,11 @@ RLOCK_API rlock_client *rlock_client_open(const char *url,
  * server does not answer (the request the background thread has in
  * flight). Mutexes created on
  * this client must be freed before (rlock_mutex_free), and no other thread
- * may be using the client. NULL is a no-op.
+ * may be using the client. NULL is a no-op. In a forked child it closes
+ * the child's copy, as its first call or later: the parent's threads,
+ * connections and holds are left alone; as the child's first call on the
+ * client, the mutexes the child inherited need not be freed before (they
+ * are then memory only, never to be used again).
  */
 RLOCK_API void rlock_client_close(rlock_client *c);
 

@@ -213,8 +213,14 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
 
 void rlock_client_close(rlock_client *c)
 {
-    if (c)
-        free_client(c);
+    if (!c)
+        return;
+    /* In a forked child whose first call this is, the client is still the
+     * parent's copy: threads to join that the child does not have,
+     * condition variables the parent's threads waited on. It takes its
+     * own state first, as every call does. */
+    rlock__api_enter(c);
+    free_client(c);
 }
 
 const char *rlock_client_errmsg(rlock_client *c)
@@ -310,6 +316,8 @@ void rlock_client_cancel_waits(rlock_client *c)
 
     if (!c)
         return;
+    /* In a forked child: the waiters listed are the parent's threads. */
+    rlock__api_enter(c);
     pthread_mutex_lock(&c->mu);
     c->cancel_gen++;
     for (w = c->waiters; w; w = w->next)
