@@ -90,7 +90,10 @@ static void init_sync(rlock_client *c)
 }
 
 /* What fork() holds of the client: mu, then the backend's locks (no code
- * takes mu while it holds one of those). */
+ * takes mu while it holds one of those), then the observer's (core/
+ * observe.c takes nothing while it holds that one, and no code takes it
+ * but there), so that the child finds each of them unlocked, its
+ * callbacks and queue as at one moment. */
 static void fork_hold(void *arg, int take)
 {
     rlock_client *c = arg;
@@ -98,7 +101,9 @@ static void fork_hold(void *arg, int take)
     if (take) {
         pthread_mutex_lock(&c->mu);
         c->backend->fork_hold(c, 1);
+        rlock__obs_fork_hold(c->obs, 1);
     } else {
+        rlock__obs_fork_hold(c->obs, 0);
         c->backend->fork_hold(c, 0);
         pthread_mutex_unlock(&c->mu);
     }
@@ -234,8 +239,10 @@ const char *rlock_client_errmsg(rlock_client *c)
  * shared with the parent (replies would go to either process), and a
  * background thread that does not exist. The child gets a new identity,
  * forgets the parent's holds without touching them, and opens its own
- * connections. Only the thread that called fork() exists in the child, so
- * the client's locks are re-created rather than trusted.
+ * connections. Only the thread that called fork() exists in the child:
+ * mu is unlocked (fork() held it, and the child's handler gave it back),
+ * but the condition variable may still count the parent's threads that
+ * waited on it, so it is made anew (destroying it could wait for them).
  */
 void rlock__api_enter(rlock_client *c)
 {
@@ -244,7 +251,7 @@ void rlock__api_enter(rlock_client *c)
     if (c->fork_gen == gen)
         return;
     c->fork_gen = gen;
-    init_sync(c);
+    rlock__cond_init(&c->state_cv);
     rlock__hold_clear(&c->holds, NULL); /* the parent's; mutexes stay */
     c->waiters = NULL;
     c->backend->after_fork(c);

@@ -102,13 +102,24 @@ void rlock__obs_free(rlock__obs *o)
     free(o);
 }
 
+void rlock__obs_fork_hold(rlock__obs *o, int take)
+{
+    if (take)
+        pthread_mutex_lock(&o->mu);
+    else
+        pthread_mutex_unlock(&o->mu);
+}
+
 void rlock__obs_after_fork(rlock__obs *o)
 {
-    /* The parent's threads may have held mu, or been in a callback: the
-     * child has only the forking thread. The queue is the parent's. */
-    init_sync(o);
-    o->head = o->last = NULL; /* the parent's copy; not freed (a note
-                                 may be half-linked) */
+    /* The parent's threads may have been in a callback, or waited on cv
+     * (a setter waiting for them): the child has only the forking
+     * thread. mu was held by fork() and given back in the child (no other
+     * thread had it then); cv is made anew, as it may still count the
+     * parent's waiters. The queue is the parent's, whole (fork() held mu):
+     * its notes name the parent's holds, and are dropped. */
+    rlock__cond_init(&o->cv);
+    free_queue(o);
     o->busy = o->posted = o->draining = o->closing = 0;
     memset(o->n, 0, sizeof o->n);
     memset(o->fail_code, 0, sizeof o->fail_code);

@@ -95,6 +95,10 @@ void rlock__obs_free(rlock__obs *o);
 /* In a forked child: no queue, no callback under way, counters from 0
  * (a new identity), the callbacks kept. */
 void rlock__obs_after_fork(rlock__obs *o);
+/* Around fork(): take 1 takes mu (after every other lock of the client:
+ * nothing is taken while it is held), take 0 gives it back, in the
+ * parent and in the child. */
+void rlock__obs_fork_hold(rlock__obs *o, int take);
 
 /* Whether events of type t are wanted, or log lines of level l. */
 static inline int rlock__obs_on(const rlock__obs *o, int t)
