@@ -544,6 +544,271 @@ TEST(callbacks_may_call_the_library)
     rt_server_stop(s);
 }
 
+/* ---- every call delivers its events before it returns -------------------
+ */
+
+static int never_called(void *arg, uint64_t token)
+{
+    (void)arg;
+    (void)token;
+    return 1;
+}
+
+static void count_key(void *arg, const char *key, size_t len)
+{
+    (void)key;
+    (void)len;
+    ++*(int *)arg;
+}
+
+/*
+ * Calls that return early or with something other than a code delivered
+ * nothing of what they caused until the thread's next call: rlock_with
+ * whose token could not be drawn (it gives its level back: RELEASED), and
+ * a step of a walk over the keys that found its connection broken
+ * (CONN_ERROR) and made another.
+ */
+TEST(rlock_with_and_a_walk_deliver_their_events_before_they_return)
+{
+    rt_server *s = rt_server_start(NULL);
+    recorder r;
+    rlock_client *c = recorded(rt_server_url(s), 0, &r);
+    rlock_mutex *m = rt_mutex(c, "wd", NULL);
+    rlock_scan *walk;
+    redisReply *rep;
+    int err, keys = 0;
+
+    /* An outer hold taken lean; rlock_with re-enters it, and its token
+     * cannot be drawn (the counter's key holds a hash). */
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "HSET {rlock:wd}:fence x 1"));
+    CHECK_RC(rlock_with(m, 0, never_called, NULL), RLOCK_EREDIS);
+    CHECK_TYPES(&r, "wd", "1,1,2");
+    CHECK(rec_nth(&r, "wd", 2)->flags & RLOCK_EVF_REENTRY);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_TYPES(&r, "wd", "1,1,2,2");
+    /* The walk's step finds the pooled connection killed. */
+    rep = rt_cmd(s, "CLIENT KILL TYPE normal SKIPME yes");
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= 1);
+    freeReplyObject(rep);
+    rt_sleep_ms(100); /* the server's close reaches the client */
+    walk = rlock_scan_new(c, NULL, NULL, &err);
+    CHECK(walk != NULL);
+    CHECK_RC(rlock_scan_next(walk, 100, count_key, &keys), 0);
+    CHECK_TYPES(&r, NULL, "1,1,2,2,9");
+    CHECK(pthread_equal(rec_nth(&r, NULL, 4)->thread, pthread_self()));
+    rlock_scan_free(walk);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* ---- callbacks that unset callbacks at once -------------------------------
+ */
+
+struct two_unset {
+    rlock_client *c;
+    atomic_int inside, done;
+};
+
+static void unset_from_inside(const rlock_event *ev, void *arg)
+{
+    struct two_unset *u = arg;
+    int i;
+
+    if (ev->type != RLOCK_EV_ACQUIRED)
+        return;
+    /* Both threads are in a callback of the client before either unsets
+     * (up to 5 s: if they never meet, the test still ends). */
+    atomic_fetch_add(&u->inside, 1);
+    for (i = 0; i < 5000 && atomic_load(&u->inside) < 2; i++)
+        rt_sleep_ms(1);
+    CHECK_RC(rlock_client_set_event_cb(u->c, NULL, NULL), RLOCK_OK);
+    CHECK_RC(rlock_client_set_log_cb(u->c, RLOCK_LOG_DEBUG, NULL, NULL),
+             RLOCK_OK);
+    atomic_fetch_add(&u->done, 1);
+}
+
+static void *lock_one(void *arg)
+{
+    rlock_mutex *m = arg;
+
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    return NULL;
+}
+
+/*
+ * Two threads, each in the client's event callback, both remove it: each
+ * waited for the other's callback to return, for ever. A setter inside a
+ * callback does not wait.
+ */
+TEST(two_callbacks_may_unset_the_callbacks_at_once)
+{
+    rt_server *s = rt_server_start(NULL);
+    struct two_unset u;
+    rlock_mutex *m1, *m2;
+    pthread_t t1, t2;
+    int i;
+
+    memset(&u, 0, sizeof u);
+    u.c = rt_client(rt_server_url(s), NULL);
+    m1 = rt_mutex(u.c, "u1", NULL);
+    m2 = rt_mutex(u.c, "u2", NULL);
+    CHECK_RC(rlock_client_set_event_cb(u.c, unset_from_inside, &u), RLOCK_OK);
+    CHECK(pthread_create(&t1, NULL, lock_one, m1) == 0);
+    CHECK(pthread_create(&t2, NULL, lock_one, m2) == 0);
+    for (i = 0; i < 10000 && atomic_load(&u.done) < 2; i++)
+        rt_sleep_ms(1);
+    CHECK_INT(atomic_load(&u.inside), ==, 2);
+    /* Not joined if they hang: the test fails here rather than at its
+     * time limit. */
+    CHECK_INT(atomic_load(&u.done), ==, 2);
+    CHECK(pthread_join(t1, NULL) == 0);
+    CHECK(pthread_join(t2, NULL) == 0);
+    rlock_mutex_free(m1);
+    rlock_mutex_free(m2);
+    rlock_client_close(u.c);
+    rt_server_stop(s);
+}
+
+/* ---- a callback that outlives a fixed lease -------------------------------
+ */
+
+static void sleep_on_acquired_or_extended(recorder *r, const rlock_event *ev)
+{
+    if ((ev->type == RLOCK_EV_ACQUIRED || ev->type == RLOCK_EV_EXTENDED) &&
+        *(atomic_int *)r->ctx)
+        rt_sleep_ms(900);
+}
+
+/*
+ * The ACQUIRED and EXTENDED events are delivered on the calling thread
+ * before the call returns. A callback that sleeps past a fixed lease of
+ * 400 ms made lock and extend return RLOCK_OK for a hold whose lease had
+ * ended (another client took the lock meanwhile): they return
+ * RLOCK_ELOST, and the level is gone.
+ */
+TEST(a_call_whose_callback_outlived_the_lease_does_not_return_it_held)
+{
+    rt_server *s = rt_server_start(NULL);
+    recorder r;
+    rlock_client *c = recorded(rt_server_url(s), 0, &r);
+    rlock_client *other = rt_client(rt_server_url(s), NULL);
+    rlock_mutex_opts mo;
+    rlock_mutex *m, *m2;
+    atomic_int slow = 1;
+
+    memset(&mo, 0, sizeof mo);
+    mo.lease_ms = 400;
+    m = rt_mutex(c, "fixed", &mo);
+    m2 = rt_mutex(other, "fixed", NULL);
+    r.ctx = &slow;
+    r.hook = sleep_on_acquired_or_extended;
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_ELOST);
+    CHECK_INT(rec_count(&r, RLOCK_EV_LOST, "fixed"), ==, 1);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ENOTOWNER);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_timedlock(m, 1000), RLOCK_ELOST);
+    /* The lock was free for another all along. */
+    CHECK_RC(rlock_mutex_trylock(m2), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m2), RLOCK_OK);
+    /* extend: the hold is taken quickly, the extension's callback is
+     * slow. */
+    atomic_store(&slow, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    atomic_store(&slow, 1);
+    CHECK_RC(rlock_mutex_extend(m, 400), RLOCK_ELOST);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_ENOTOWNER);
+    /* A quick callback leaves the hold alone. */
+    atomic_store(&slow, 0);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_extend(m, 400), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_mutex_free(m2);
+    rlock_client_close(other);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* ---- a client closed while its events wait in another's delivery ---------
+ */
+
+struct nested_close {
+    rlock_client *y;
+    rlock_mutex *my;
+    recorder *ry;
+    atomic_int go, closed, inner_rc, seen_inside;
+};
+
+static void *close_y(void *arg)
+{
+    struct nested_close *n = arg;
+
+    while (!atomic_load(&n->go))
+        rt_sleep_ms(1);
+    rlock_mutex_free(n->my);
+    rlock_client_close(n->y);
+    atomic_store(&n->closed, 1);
+    return NULL;
+}
+
+static void call_y_then_wait_for_its_close(recorder *r, const rlock_event *ev)
+{
+    struct nested_close *n = r->ctx;
+    int rc;
+
+    if (ev->type != RLOCK_EV_ACQUIRED || (ev->flags & RLOCK_EVF_REENTRY))
+        return;
+    /* Y's events of these calls wait in this thread's outbox until this
+     * callback returns. */
+    rc = rlock_mutex_trylock(n->my);
+    if (rc == RLOCK_OK)
+        rc = rlock_mutex_unlock(n->my);
+    atomic_store(&n->inner_rc, rc);
+    atomic_store(&n->seen_inside, rec_count(n->ry, 0, "ny"));
+    atomic_store(&n->go, 1);
+    while (!atomic_load(&n->closed))
+        rt_sleep_ms(1);
+}
+
+/*
+ * A callback of client X calls client Y, whose events wait in the
+ * thread's outbox until the callback returns; meanwhile another thread
+ * closes Y. Those events go to nobody (Y is closed), and nothing of Y is
+ * touched after its close freed it (AddressSanitizer: a use after free
+ * in the delivery, before).
+ */
+TEST(events_of_a_client_closed_before_they_were_delivered_go_to_nobody)
+{
+    rt_server *s = rt_server_start(NULL);
+    recorder rx, ry;
+    rlock_client *x = recorded(rt_server_url(s), 0, &rx);
+    struct nested_close n;
+    rlock_mutex *mx = rt_mutex(x, "nx", NULL);
+    pthread_t closer;
+
+    memset(&n, 0, sizeof n);
+    n.y = recorded(rt_server_url(s), 0, &ry);
+    n.my = rt_mutex(n.y, "ny", NULL);
+    n.ry = &ry;
+    rx.ctx = &n;
+    rx.hook = call_y_then_wait_for_its_close;
+    CHECK(pthread_create(&closer, NULL, close_y, &n) == 0);
+    CHECK_RC(rlock_mutex_lock(mx), RLOCK_OK);
+    CHECK(pthread_join(closer, NULL) == 0);
+    CHECK_RC(atomic_load(&n.inner_rc), RLOCK_OK);
+    CHECK_INT(atomic_load(&n.seen_inside), ==, 0);
+    /* Y was closed before its events could be delivered: none was. */
+    CHECK_INT(rec_count(&ry, 0, NULL), ==, 0);
+    CHECK_TYPES(&rx, "nx", "1");
+    CHECK_RC(rlock_mutex_unlock(mx), RLOCK_OK);
+    rlock_mutex_free(mx);
+    rlock_client_close(x);
+    rt_server_stop(s);
+}
+
 /* ---- a callback that takes its time stalls no renewal ---------------------
  */
 

@@ -426,6 +426,20 @@ TEST(redlock_an_alias_of_a_node_is_refused_at_open)
                     rlock_client_errmsg(NULL));
         CHECK(said(NULL, a) && said(NULL, b) && said(NULL, "same server"));
     }
+    {
+        /* INFO server's text (over 1 KiB) is read under the tightest
+         * bound on replies: the alias is still found, rather than the
+         * connection refused. */
+        rlock_client_opts tight;
+        rlock_client_opts_init(&tight);
+        tight.max_reply_bytes = 1024;
+        tight.max_bulk_bytes = 64;
+        cl = rlock_client_open(url_a, &tight, &err);
+        if (cl || err != RLOCK_EINVAL)
+            rt_fail(__FILE__, __LINE__, "%s: got %d (%s)", url_a, err,
+                    rlock_client_errmsg(NULL));
+        CHECK(said(NULL, "same server"));
+    }
     /* The same servers, each named once, open; so does a server with INFO
      * renamed away (or denied by an ACL): it is not known by its run_id,
      * only by its address, as before. */

@@ -144,6 +144,22 @@ TEST(sentinel_clients_find_the_master_and_follow_a_failover)
     later = rt_mutex(c, "later", NULL);
     atomic_store(&rt_lost_calls, 0);
     CHECK_RC(rlock_client_ping(c, &info), RLOCK_OK);
+    {
+        /* The tightest bound on replies does not refuse the sentinels'
+         * answers (SENTINEL MASTER's fields are over 1 KiB), which are
+         * the library's own questions: the client opens and locks. */
+        rlock_client_opts tight;
+        rlock_client *t;
+        rlock_mutex *tm;
+        rlock_client_opts_init(&tight);
+        tight.max_reply_bytes = 1024;
+        t = rt_client(url, &tight);
+        tm = rt_mutex(t, "tight", NULL);
+        CHECK_RC(rlock_mutex_lock(tm), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(tm), RLOCK_OK);
+        rlock_mutex_free(tm);
+        rlock_client_close(t);
+    }
     CHECK_RC(rlock_mutex_lock(kept), RLOCK_OK);
     CHECK_RC(rlock_mutex_lock(gone), RLOCK_OK);
     CHECK_INT(rt_cmd_int(servers[0], "EXISTS {rlock:kept}"), ==, 1);

@@ -245,9 +245,12 @@ typedef struct rlock_client_opts {
      * bound. 0 means the default. max_reply_bytes: all bytes of one reply
      * (default 1 MiB, at least 1024); max_bulk_bytes: one string (default
      * 512 KiB); max_array_elements: one array (default 65536); max_depth:
-     * nesting of arrays (default 4, at most 7). The largest replies rlock
-     * asks for are INFO server's (rlock_client_ping, and every new
-     * connection to a Redlock node), under 1 KiB on Redis 7. */
+     * nesting of arrays (default 4, at most 7). These bounds are for the
+     * replies of calls (rlock_client_ping's INFO server, about 1 KiB, is
+     * one); the library's own questions when it connects (INFO and ROLE
+     * of a new connection, the sentinels' answers, CLUSTER SLOTS) are
+     * bounded by the defaults, or by these where they are larger, so
+     * that a tight bound does not stop the client from connecting. */
     int64_t max_reply_bytes;
     int64_t max_bulk_bytes;
     int64_t max_array_elements;
@@ -1011,11 +1014,12 @@ typedef struct rlock_event {
  * Sets the client's event callback: cb(ev, arg) for each event (see above
  * for the threads it runs on); cb NULL removes it. Replaces the previous
  * callback; before returning, waits for calls of it under way on other
- * threads to return (not for one under way on the calling thread, which
- * may set another callback from inside it), so that arg may be freed
- * once this returns. Events of calls under way when it is set may or may
- * not reach it. Returns RLOCK_OK, or RLOCK_EINVAL (c NULL). Nothing is
- * sent to Redis. Thread-safe.
+ * threads to return, so that arg may be freed once this returns. Called
+ * from inside a callback (of any client) it does not wait: two callbacks
+ * setting callbacks would otherwise wait for each other for ever, so
+ * free the old arg only from outside every callback. Events of calls
+ * under way when it is set may or may not reach it. Returns RLOCK_OK, or
+ * RLOCK_EINVAL (c NULL). Nothing is sent to Redis. Thread-safe.
  */
 RLOCK_API int rlock_client_set_event_cb(
     rlock_client *c, void (*cb)(const rlock_event *ev, void *arg), void *arg);

@@ -196,6 +196,27 @@ static int done(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
     return rlock__api_done(call, m->c, as.obj, rc);
 }
 
+/*
+ * The end of a call that took or extended a hold. Its events were just
+ * delivered on this thread, on the lease's time: a callback that ran
+ * past the lease's end (a fixed lease, or renewals that failed meanwhile)
+ * must not see the call return the hold as held. It returns RLOCK_ELOST
+ * and the level it took is gone (its loss reported as any other).
+ */
+static int held(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
+{
+    rlock__call check;
+    int64_t left;
+
+    if ((rc = done(call, m, as, rc)) != RLOCK_OK)
+        return rc;
+    rlock__call_init(&check, 0);
+    if (rlock__lease_left(&check, m, as, &left) != RLOCK_ELOST)
+        return RLOCK_OK;
+    rlock__forget(m, as);
+    return done(&check, m, as, RLOCK_ELOST);
+}
+
 /* One attempt that does not wait: trylock, and timedlock with no time
  * to wait (busy is then RLOCK_ETIMEDOUT). */
 static int try_once(rlock__call *call, rlock_mutex *m, rlock__as as,
@@ -219,7 +240,7 @@ static int trylock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 
     if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
         return rc;
-    return done(&call, m, as, try_once(&call, m, as, RLOCK_EBUSY));
+    return held(&call, m, as, try_once(&call, m, as, RLOCK_EBUSY));
 }
 
 static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
@@ -230,7 +251,7 @@ static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 
     if ((rc = enter(&call, m, o, as_owner, &as)) != RLOCK_OK)
         return rc;
-    return done(&call, m, as, rlock__acquire(&call, m, as, 0, 1));
+    return held(&call, m, as, rlock__acquire(&call, m, as, 0, 1));
 }
 
 static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
@@ -247,8 +268,8 @@ static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                     rlock__fail(&call, RLOCK_EINVAL,
                                 "wait_ms must be 0 to %" PRId64, RLOCK_MS_MAX));
     if (wait_ms == 0)
-        return done(&call, m, as, try_once(&call, m, as, RLOCK_ETIMEDOUT));
-    return done(&call, m, as,
+        return held(&call, m, as, try_once(&call, m, as, RLOCK_ETIMEDOUT));
+    return held(&call, m, as,
                 rlock__acquire(&call, m, as, rlock__after_ms(wait_ms), 0));
 }
 
@@ -277,7 +298,7 @@ static int extend_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                     rlock__fail(&call, RLOCK_EINVAL,
                                 "lease_ms must be 1 to %" PRId64,
                                 RLOCK_MS_MAX));
-    return done(&call, m, as, rlock__extend(&call, m, as, lease_ms));
+    return held(&call, m, as, rlock__extend(&call, m, as, lease_ms));
 }
 
 /* The token into *token (0 on error); the call's code. */
@@ -373,6 +394,8 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
             urc = rlock__release(&undo, m, as);
             if (urc != RLOCK_OK && urc != RLOCK_ENOTIFY && urc != RLOCK_ELOST)
                 rlock__forget(m, as);
+            /* The level given back is told before the call returns. */
+            rlock__obs_flush();
         }
         return rc;
     }
@@ -388,6 +411,7 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
          * the same owner keeps its own level). fn's work was done under a
          * valid hold, so its result stands. */
         rlock__forget(m, as_owner ? rlock__as_owner(o) : rlock__as_thread());
+    rlock__obs_flush();
     return result;
 }
 

@@ -222,6 +222,8 @@ int rlock_scan_next(rlock_scan *s, int count,
         freeReplyObject(replies[k]);
     if (rc != RLOCK_OK)
         return rlock__api_done(&call, s->c, NULL, rc);
+    /* What the step caused (a connection made again) before it returns. */
+    rlock__api_done(&call, s->c, NULL, RLOCK_OK);
     return next_server(s) >= 0;
 }
 

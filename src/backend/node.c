@@ -529,6 +529,9 @@ static int handshake_queue(rlock__node *n, rlock__conn *c, rlock__err *e)
     if (rc != RLOCK_OK)
         return net_error(n, rlock__conn_error(c), "connecting",
                          cfg->connect_timeout_ms, e);
+    /* INFO server's text (over 1 KiB) is not refused by a bound as tight
+     * as max_reply_bytes may be set. */
+    rlock__conn_widen(c);
     return k;
 }
 
@@ -1261,7 +1264,11 @@ int rlock__dial(const rlock__node_cfg *cfg, const char *host, int port,
     ep.tls = cfg->tls;
     ep.attach = rlock__tls_attach;
     ep.sni = cfg->sni;
+    /* Discovery (SENTINEL MASTER's fields, CLUSTER SLOTS) is the
+     * library's own question: not refused by bounds set tight for the
+     * lock replies. */
     ep.bounds = cfg->bounds;
+    rlock__bounds_widen(&ep.bounds);
     ep.keepalive = 1;
     rc = rlock__conn_open(&ep, deadline_ns, &c, &ne);
     if (rc == RLOCK_ENOREPLY)

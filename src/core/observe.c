@@ -77,9 +77,39 @@ rlock__obs *rlock__obs_new(void)
 {
     rlock__obs *o = calloc(1, sizeof *o);
 
-    if (o)
+    if (o) {
         init_sync(o);
+        o->refs = 1;
+    }
     return o;
+}
+
+static void unref(rlock__obs *o)
+{
+    if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    pthread_mutex_destroy(&o->mu);
+    pthread_cond_destroy(&o->cv);
+    free(o);
+}
+
+static struct rlock__note *new_note(rlock__obs *o, size_t extra)
+{
+    struct rlock__note *n = malloc(sizeof *n + extra);
+
+    if (n) {
+        n->o = o;
+        __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+    }
+    return n;
+}
+
+static void free_note(struct rlock__note *n)
+{
+    rlock__obs *o = n->o;
+
+    free(n);
+    unref(o);
 }
 
 static void free_queue(rlock__obs *o)
@@ -87,7 +117,7 @@ static void free_queue(rlock__obs *o)
     while (o->head) {
         struct rlock__note *n = o->head;
         o->head = n->next;
-        free(n);
+        free_note(n);
     }
     o->last = NULL;
 }
@@ -96,10 +126,18 @@ void rlock__obs_free(rlock__obs *o)
 {
     if (!o)
         return;
+    /* A note of this client may still wait in another thread's outbox
+     * (reported while that thread delivered another client's callback):
+     * it will find no callback, and free the observer if it is the
+     * last. */
+    pthread_mutex_lock(&o->mu);
+    o->event_cb = NULL;
+    o->log_cb = NULL;
+    o->closing = 1;
+    __atomic_store_n(&o->want, 0u, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&o->mu);
     free_queue(o);
-    pthread_mutex_destroy(&o->mu);
-    pthread_cond_destroy(&o->cv);
-    free(o);
+    unref(o);
 }
 
 void rlock__obs_fork_hold(rlock__obs *o, int take)
@@ -118,8 +156,15 @@ void rlock__obs_after_fork(rlock__obs *o)
      * thread had it then); cv is made anew, as it may still count the
      * parent's waiters. The queue is the parent's, whole (fork() held mu):
      * its notes name the parent's holds, and are dropped. */
+    struct rlock__note *n;
+
     rlock__cond_init(&o->cv);
     free_queue(o);
+    /* The notes in the parent's other threads' outboxes are not in the
+     * child: the references are the client's and this thread's notes. */
+    o->refs = 1;
+    for (n = tl.head; n; n = n->next)
+        o->refs += n->o == o;
     o->busy = o->posted = o->draining = o->closing = 0;
     memset(o->n, 0, sizeof o->n);
     memset(o->fail_code, 0, sizeof o->fail_code);
@@ -159,13 +204,11 @@ void rlock__obs_event(rlock__obs *o, const rlock_event *ev)
     const char *detail = ev->detail ? ev->detail : "";
     size_t lo = strlen(owner), ln = strlen(node), ld = strlen(detail);
     size_t lname = ev->name ? ev->name_len : 0;
-    struct rlock__note *n =
-        malloc(sizeof *n + lname + 1 + lo + 1 + ln + 1 + ld + 1);
+    struct rlock__note *n = new_note(o, lname + 1 + lo + 1 + ln + 1 + ld + 1);
     char *at;
 
     if (!n)
         return; /* out of memory: the event is missed, nothing else */
-    n->o = o;
     n->level = 0;
     n->ev = *ev;
     n->ev.size = sizeof n->ev;
@@ -191,10 +234,9 @@ void rlock__obs_log(rlock__obs *o, int level, const char *fmt, ...)
     va_start(ap, fmt);
     len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (len < 0 || !(n = malloc(sizeof *n + (size_t)len + 1)))
+    if (len < 0 || !(n = new_note(o, (size_t)len + 1)))
         return;
     memset(&n->ev, 0, sizeof n->ev);
-    n->o = o;
     n->level = level;
     va_start(ap, fmt);
     vsnprintf(n->text, (size_t)len + 1, fmt, ap);
@@ -355,7 +397,7 @@ static void empty_outbox(void)
         if (!(tl.head = n->next))
             tl.last = NULL;
         deliver(n);
-        free(n);
+        free_note(n);
     }
 }
 
@@ -401,7 +443,7 @@ void rlock__obs_drain(rlock__obs *o)
             o->last = NULL;
         pthread_mutex_unlock(&o->mu);
         deliver(n);
-        free(n);
+        free_note(n);
         /* What the callback caused through the library, after it. */
         empty_outbox();
         pthread_mutex_lock(&o->mu);
@@ -419,7 +461,7 @@ void rlock__obs_drop(rlock__obs *o)
     while ((n = *p) != NULL) {
         if (n->o == o) {
             *p = n->next;
-            free(n);
+            free_note(n);
         } else {
             tl.last = n;
             p = &n->next;
@@ -451,13 +493,15 @@ static void update_want(rlock__obs *o)
     __atomic_store_n(&o->want, w, __ATOMIC_RELAXED);
 }
 
-/* Waits until no callback of o runs but the calling thread's own (mu
- * held). */
+/* Waits until no callback of o runs on another thread (mu held). Not
+ * from inside a callback, of any client: two callbacks that each set a
+ * callback would wait for each other for ever (two threads in callbacks
+ * of one client, or of two clients, each setting the other's). */
 static void quiesce(rlock__obs *o)
 {
-    int mine = tl.in_cb == o;
-
-    while (o->busy > mine)
+    if (tl.in_cb)
+        return;
+    while (o->busy > 0)
         pthread_cond_wait(&o->cv, &o->mu);
 }
 

@@ -81,6 +81,11 @@ typedef struct rlock__obs {
     int posted;   /* a notifier was asked to deliver the queue */
     int draining; /* a notifier delivers it now */
     int closing;  /* the client closes: stop delivering */
+    /* The client's reference and one per note not yet freed, wherever it
+     * waits (another thread's outbox, inside that thread's delivery of
+     * another client's callback, may outlive the client): the observer
+     * is freed with the last (atomic). */
+    int refs;
     /* Counters since open (relaxed atomics). */
     uint64_t n[RLOCK__ST_N];
     uint64_t fail_code[RLOCK_STATS_CODES];
@@ -90,7 +95,8 @@ typedef struct rlock__obs {
 
 /* A new observer (nobody listens, counters 0); NULL if out of memory. */
 rlock__obs *rlock__obs_new(void);
-/* Frees it with what is queued (no callback may run any more). */
+/* The client lets it go: no callback is called any more, what is queued
+ * is freed, and so is the observer once no note names it. */
 void rlock__obs_free(rlock__obs *o);
 /* In a forked child: no queue, no callback under way, counters from 0
  * (a new identity), the callbacks kept. */

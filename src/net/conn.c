@@ -53,6 +53,12 @@ struct rlock__conn {
     redisReplyObjectFunctions fn;
     redisReplyObjectFunctions *orig;
     rlock__bounds b;
+    /* The connection's own questions (a handshake's INFO and ROLE, a
+     * sentinel's or a cluster's discovery) are bounded by the defaults
+     * at least: the next roomy replies use wide, not b, so that a tight
+     * bound set for the lock replies does not refuse them. */
+    rlock__bounds wide;
+    size_t roomy;
     int64_t obj_bytes; /* built so far for the reply being parsed */
     char refused[160]; /* why a wrapper refused an object, or "" */
     char *out;         /* formatted commands not yet written */
@@ -107,15 +113,21 @@ static rlock__conn *task_conn(const redisReadTask *task)
     return task->privdata;
 }
 
+/* The bounds of the reply being parsed. */
+static const rlock__bounds *lim(const rlock__conn *c)
+{
+    return c->roomy ? &c->wide : &c->b;
+}
+
 /* Charges size bytes to the reply being built; 0 if that is over the
  * bound (the refusal recorded). */
 static int charge(rlock__conn *c, int64_t size)
 {
     c->obj_bytes += size + OBJ_OVERHEAD;
-    if (c->obj_bytes > c->b.reply_bytes) {
+    if (c->obj_bytes > lim(c)->reply_bytes) {
         snprintf(c->refused, sizeof c->refused,
                  "reply exceeds max_reply_bytes (%lld bytes)",
-                 (long long)c->b.reply_bytes);
+                 (long long)lim(c)->reply_bytes);
         return 0;
     }
     return 1;
@@ -125,10 +137,10 @@ static void *b_string(const redisReadTask *task, char *str, size_t len)
 {
     rlock__conn *c = task_conn(task);
 
-    if ((int64_t)len > c->b.bulk_bytes) {
+    if ((int64_t)len > lim(c)->bulk_bytes) {
         snprintf(c->refused, sizeof c->refused,
                  "string of %zu bytes exceeds max_bulk_bytes (%lld)", len,
-                 (long long)c->b.bulk_bytes);
+                 (long long)lim(c)->bulk_bytes);
         return NULL;
     }
     if (!charge(c, (int64_t)len))
@@ -150,15 +162,15 @@ static void *b_array(const redisReadTask *task, RLOCK__ARRAY_LEN_T elements)
     rlock__conn *c = task_conn(task);
     int64_t n = (int64_t)elements;
 
-    if (n < 0 || n > c->b.array_elements) {
+    if (n < 0 || n > lim(c)->array_elements) {
         snprintf(c->refused, sizeof c->refused,
                  "array of %lld elements exceeds max_array_elements (%lld)",
-                 (long long)n, (long long)c->b.array_elements);
+                 (long long)n, (long long)lim(c)->array_elements);
         return NULL;
     }
-    if (depth_of(task) + 1 > c->b.depth) {
+    if (depth_of(task) + 1 > lim(c)->depth) {
         snprintf(c->refused, sizeof c->refused,
-                 "arrays nested deeper than max_depth (%d)", c->b.depth);
+                 "arrays nested deeper than max_depth (%d)", lim(c)->depth);
         return NULL;
     }
     if (!charge(c, n * (int64_t)sizeof(void *)))
@@ -182,6 +194,24 @@ static void *b_nil(const redisReadTask *task)
     if (!charge(c, 0))
         return NULL;
     return c->orig->createNil(task);
+}
+
+void rlock__bounds_widen(rlock__bounds *b)
+{
+    if (b->reply_bytes > 0 && b->reply_bytes < RLOCK__BOUND_REPLY_BYTES)
+        b->reply_bytes = RLOCK__BOUND_REPLY_BYTES;
+    if (b->bulk_bytes > 0 && b->bulk_bytes < RLOCK__BOUND_BULK_BYTES)
+        b->bulk_bytes = RLOCK__BOUND_BULK_BYTES;
+    if (b->array_elements > 0 &&
+        b->array_elements < RLOCK__BOUND_ARRAY_ELEMENTS)
+        b->array_elements = RLOCK__BOUND_ARRAY_ELEMENTS;
+    if (b->depth > 0 && b->depth < RLOCK__BOUND_DEPTH)
+        b->depth = RLOCK__BOUND_DEPTH;
+}
+
+void rlock__conn_widen(rlock__conn *c)
+{
+    c->roomy = c->expected;
 }
 
 static void fill_bounds(rlock__bounds *b, const rlock__bounds *in)
@@ -514,6 +544,8 @@ static int start(const rlock__endpoint *ep, int64_t deadline_ns,
     c->t = &rlock__plain_transport;
     c->connecting = in_progress && *in_progress;
     fill_bounds(&c->b, &ep->bounds);
+    c->wide = c->b;
+    rlock__bounds_widen(&c->wide);
     if (ep->tls) {
         const char *name = ep->sni ? ep->sni : ep->host ? ep->host : "";
 
@@ -777,10 +809,10 @@ static int parse(rlock__conn *c)
         }
         if (!reply) {
             left = c->reader->len - c->reader->pos;
-            if ((int64_t)left + c->obj_bytes > c->b.reply_bytes) {
+            if ((int64_t)left + c->obj_bytes > lim(c)->reply_bytes) {
                 rlock__conn_fail(c, RLOCK_EPROTO,
                                  "reply exceeds max_reply_bytes (%lld bytes)",
-                                 (long long)c->b.reply_bytes);
+                                 (long long)lim(c)->reply_bytes);
                 return c->err.code;
             }
             return RLOCK_OK;
@@ -792,8 +824,11 @@ static int parse(rlock__conn *c)
                              "the server sent a reply nobody asked for");
             return c->err.code;
         }
-        if (c->expected > 0)
+        if (c->expected > 0) {
             c->expected--;
+            if (c->roomy > 0)
+                c->roomy--;
+        }
         if (c->discard > 0) {
             c->discard--;
             freeReplyObject(reply);

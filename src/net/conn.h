@@ -53,6 +53,10 @@ typedef struct rlock__bounds {
 #define RLOCK__BOUND_DEPTH 4
 #define RLOCK__BOUND_DEPTH_MAX 7
 
+/* Raises each bound of b that is tighter than the default to the default
+ * (0, the default, stays): for replies to the library's own questions. */
+void rlock__bounds_widen(rlock__bounds *b);
+
 typedef struct rlock__tls_ctx rlock__tls_ctx; /* tls.c */
 
 typedef struct rlock__conn rlock__conn;
@@ -204,6 +208,12 @@ int rlock__conn_call(rlock__conn *c, int ncmds, const rlock__cmd *cmds,
 /* Whether any byte of the commands queued since the last idle moment has
  * been written (the server may have acted on them). */
 int rlock__conn_sent(const rlock__conn *c);
+
+/* The replies to the requests queued so far (the connection's own
+ * questions: a handshake's INFO and ROLE) are bounded by the defaults at
+ * least, whatever tighter bounds the connection was opened with (those
+ * are meant for the lock replies). */
+void rlock__conn_widen(rlock__conn *c);
 
 /* What the connection's owner learned of the server at the other end, as
  * a number of its choosing (0: nothing), kept for as long as the
