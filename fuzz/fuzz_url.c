@@ -142,6 +142,11 @@ static void check_shown(const char *s, int has_password)
      * input: there, and no later than keep, come the stars. */
     for (k = 0; k < keep && k < cap && cli.url_shown[k] == s[k]; k++)
         ;
+    /* A masked value that itself starts with '*' matches the stars for a
+     * while: the mask starts before those. */
+    while (k < keep && k < cap && cli.url_shown[k] == '*' && k > 0 &&
+           s[k - 1] == '*' && cli.url_shown[k - 1] == '*')
+        k--;
     if (k < keep && k < cap && cli.url_shown[k] == '*')
         FUZZ_CHECK(k > 0 && s[k - 1] == '=');
     else
