@@ -28,6 +28,9 @@ typedef struct bench {
 /* ---- time and statistics (stats.c) ---------------------------------- */
 
 double bench_now(void); /* monotonic, seconds */
+/* CPU time of this process, user and system, every thread: microseconds
+ * (getrusage). */
+double bench_cpu_usec(void);
 /* Sorts v[0..n) and returns its q-quantile (0 <= q <= 1); 0 if n == 0. */
 double bench_quantile(double *v, size_t n, double q);
 
@@ -81,5 +84,10 @@ int scenario_scale(bench *b);
 int scenario_waiters(bench *b);
 int scenario_interop(bench *b);
 int scenario_events(bench *b);
+int scenario_syscalls(bench *b);
+int scenario_redlock(bench *b);
+/* The child of the syscalls scenario (--syscall-run SIDE PAIRS): side
+ * "rlock" or "floor"; an exit code. */
+int syscall_run(const char *url, const char *side, int pairs);
 
 #endif

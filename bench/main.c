@@ -15,7 +15,9 @@
  * processes) the others, so that Redis has a core of its own: on a
  * machine with few cores this tells Redis's own limit from the client's
  * CPU competing with it. Scenarios: uncontended, threads, contended, scale,
- * waiters, interop, events (default: all).
+ * waiters, interop, events, syscalls, redlock (default: all; redlock
+ * starts five redis-servers of its own on loopback TCP). --syscall-run SIDE
+ * PAIRS is the syscalls scenario's own child, run under strace.
  * Readable tables go to stdout; with --json, one JSON document goes to
  * stdout and the tables to stderr. --plot DIR writes the contended
  * scenario's waits there, for bench/plot.sh. Exits 0, 1 if a scenario failed,
@@ -37,7 +39,8 @@ static const struct {
     {"uncontended", scenario_uncontended}, {"threads", scenario_threads},
     {"contended", scenario_contended},     {"scale", scenario_scale},
     {"waiters", scenario_waiters},         {"interop", scenario_interop},
-    {"events", scenario_events},
+    {"events", scenario_events},           {"syscalls", scenario_syscalls},
+    {"redlock", scenario_redlock},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 
@@ -134,6 +137,8 @@ int main(int argc, char **argv)
             printf("rlock-bench %s\n", rlock_version());
             return 0;
         }
+        if (strcmp(a, "--syscall-run") == 0 && i + 2 < argc && b.url)
+            return syscall_run(b.url, argv[i + 1], atoi(argv[i + 2]));
         if (strcmp(a, "--quick") == 0) {
             b.quick = 1;
         } else if (strcmp(a, "--pin") == 0) {

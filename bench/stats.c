@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Time and quantiles for rlock-bench.
+ * Time, CPU time and quantiles for rlock-bench.
  */
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "bench.h"
@@ -13,6 +14,15 @@ double bench_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double bench_cpu_usec(void)
+{
+    struct rusage u;
+
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 static int by_value(const void *a, const void *b)

@@ -1,27 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Scenario "threads": T threads of one client, each on a name of its own,
- * against the floor with T connections (T = 1, 2, 4, 8). Aggregate pairs
- * per second; runs alternate (target: rlock >= 0.9 x floor).
+ * Scenario "threads": T threads of one client with the default options
+ * (as users keep them: the pool is the library's to size), each on a name
+ * of its own, against the floor with T connections (T = 1, 2, 4, 8, 16,
+ * 64). Aggregate pairs per second and the client's CPU per pair; runs
+ * alternate (targets: rlock >= 0.9 x the floor's pairs per second where
+ * the floor still scales, client CPU per pair <= 1.15 x the floor's).
  *
  * A third side tells where a gap comes from: T raw hiredis connections
  * sending rlock's own uncontended requests (the lean acquisition, a SET
  * NX PX of the value the library writes, and the release's fast script,
  * the bytes the library embeds), with none of the library around them.
  * rlock against it is the client's cost; it against the floor is the
- * protocol's, paid on the server. Each side's Redis CPU per pair (INFO cpu, main thread)
- * and the bench process's CPU per pair (getrusage) are reported too.
+ * protocol's, paid on the server. Each side's Redis CPU per pair (INFO cpu,
+ * main thread) and the bench process's CPU per pair (getrusage) are reported
+ * too.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "layout/scripts.h"
 
-#define MAX_T 8
+#define MAX_T 64
 #define ROUNDS 3
 
 enum side { RLOCK, PROTOCOL, FLOOR, SIDES };
@@ -128,15 +131,6 @@ static int load_scripts(redisContext *c)
     return ok ? 0 : -1;
 }
 
-static double cpu_usec(void)
-{
-    struct rusage u;
-
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
-           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 struct tally {
     double pairs, secs, client_us, redis_us;
 };
@@ -146,7 +140,7 @@ static int run(redisContext *info, struct runner *rs, int t, enum side s,
                double secs, struct tally *tl)
 {
     pthread_t th[MAX_T];
-    double t0 = bench_now(), until = t0 + secs, c0 = cpu_usec();
+    double t0 = bench_now(), until = t0 + secs, c0 = bench_cpu_usec();
     long long r0 = server_cpu_usec(info), r1;
     long total = 0;
     int i, failed = 0;
@@ -162,7 +156,7 @@ static int run(redisContext *info, struct runner *rs, int t, enum side s,
         failed |= rs[i].failed;
     }
     tl->secs += bench_now() - t0;
-    tl->client_us += cpu_usec() - c0;
+    tl->client_us += bench_cpu_usec() - c0;
     r1 = server_cpu_usec(info);
     tl->redis_us += r0 >= 0 && r1 >= r0 ? (double)(r1 - r0) : 0;
     tl->pairs += (double)total;
@@ -221,7 +215,11 @@ static void report(bench *b, int t, const struct tally *tl)
     for (s = 0; s < SIDES; s++)
         fprintf(b->out, " %s %.0f", side_name[s],
                 100 * tl[s].client_us / (tl[s].secs * 1e6));
-    fprintf(b->out, "\n");
+    fprintf(b->out,
+            "\n        client CPU per pair, rlock / floor %.2f (target <= "
+            "1.15)\n",
+            tl[RLOCK].client_us / tl[RLOCK].pairs /
+                (tl[FLOOR].client_us / tl[FLOOR].pairs));
     report_open(b, "threads");
     report_num(b, "threads", t);
     report_num(b, "rlock_pairs_per_s", per_s[RLOCK]);
@@ -229,6 +227,9 @@ static void report(bench *b, int t, const struct tally *tl)
     report_num(b, "floor_pairs_per_s", per_s[FLOOR]);
     report_num(b, "ratio", per_s[RLOCK] / per_s[FLOOR]);
     report_num(b, "protocol_ratio", per_s[PROTOCOL] / per_s[FLOOR]);
+    report_num(b, "client_cpu_ratio",
+               tl[RLOCK].client_us / tl[RLOCK].pairs /
+                   (tl[FLOOR].client_us / tl[FLOOR].pairs));
     for (s = 0; s < SIDES; s++) {
         char key[48];
 
@@ -246,16 +247,16 @@ static void report(bench *b, int t, const struct tally *tl)
 
 int scenario_threads(bench *b)
 {
-    static const int ts[] = {1, 2, 4, 8};
+    static const int ts[] = {1, 2, 4, 8, 16, 64};
     struct runner rs[MAX_T];
     redisContext *info = floor_connect(b->url);
     size_t k;
     int rc = info ? 0 : 1;
 
     fprintf(b->out,
-            "threads: T threads, a name each, one client (T connections); "
-            "rlock's requests over T raw connections; the floor on T "
-            "connections; %d alternating rounds, %.1f s each side\n",
+            "threads: T threads, a name each, one client with the default "
+            "options; rlock's requests over T raw connections; the floor on "
+            "T connections; %d alternating rounds, %.1f s each side\n",
             ROUNDS, b->seconds);
     for (k = 0; k < sizeof ts / sizeof ts[0] && rc == 0; k++) {
         int t = ts[k], i, err, round, s;
@@ -266,7 +267,6 @@ int scenario_threads(bench *b)
         memset(tl, 0, sizeof tl);
         memset(rs, 0, sizeof rs);
         rlock_client_opts_init(&o);
-        o.max_connections = t;
         c = rlock_client_open(b->url, &o, &err);
         if (!c) {
             fprintf(stderr, "rlock-bench: %s\n", rlock_strerror(err));

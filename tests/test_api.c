@@ -60,7 +60,7 @@ TEST(options_have_documented_defaults)
     CHECK_INT(co.watchdog_lease_ms, ==, 30000);
     CHECK_INT(co.waiter_ttl_ms, ==, 5000);
     CHECK_INT(co.use_pubsub, ==, 1);
-    CHECK_INT(co.max_connections, ==, 4);
+    CHECK_INT(co.max_connections, ==, 64);
     CHECK(strcmp(co.key_prefix, "rlock") == 0);
     CHECK(co.username == NULL && co.password == NULL);
     CHECK_INT(co.sync_replicas, ==, 0);

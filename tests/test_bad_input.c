@@ -265,7 +265,7 @@ static long long client_opts_init_garbage(struct bi *t)
     return o.connect_timeout_ms == 2000 && o.command_timeout_ms == 2000 &&
                    o.watchdog_lease_ms == 30000 && o.waiter_ttl_ms == 5000 &&
                    o.use_pubsub == 1 && o.backoff_min_ms == 5 &&
-                   o.backoff_max_ms == 100 && o.max_connections == 4 &&
+                   o.backoff_max_ms == 100 && o.max_connections == 64 &&
                    o.key_prefix && strcmp(o.key_prefix, "rlock") == 0 &&
                    !o.username && !o.password && o.sync_replicas == 0 &&
                    o.sync_timeout_ms == 1000

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "harness/fake_server.h"
 #include "harness/test.h"
 
 TEST(connect_refused_is_reported_at_open)
@@ -240,6 +241,190 @@ TEST(a_hung_server_times_out_every_call_and_recovers)
     rlock_mutex_free(lean);
     rlock_client_close(c);
     c = rt_client(rt_server_url(s), &o);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* The server's command connections, but the test's own. */
+static int command_conns(rt_server *s)
+{
+    redisReply *r = rt_cmd(s, "CLIENT LIST TYPE normal");
+    int n = 0;
+    const char *p;
+
+    CHECK(r->type == REDIS_REPLY_STRING);
+    for (p = r->str; (p = strchr(p, '\n')) != NULL; p++)
+        n++;
+    freeReplyObject(r);
+    return n - 1;
+}
+
+struct burst {
+    rlock_mutex *m;
+    int pairs, failed;
+};
+
+static void *burst_pairs(void *arg)
+{
+    struct burst *b = arg;
+    int i;
+
+    for (i = 0; i < b->pairs; i++)
+        if (rlock_mutex_lock(b->m) != RLOCK_OK ||
+            rlock_mutex_unlock(b->m) != RLOCK_OK)
+            b->failed = 1;
+    return NULL;
+}
+
+/* Eight threads, a name each, pairs pairs: how many connections that
+ * took. */
+static int burst_of(rlock_client *c, rt_server *s, int pairs)
+{
+    pthread_t th[8];
+    struct burst b[8];
+    int i;
+
+    for (i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "burst%d", i);
+        b[i].m = rt_mutex(c, name, NULL);
+        b[i].pairs = pairs;
+        b[i].failed = 0;
+        CHECK(pthread_create(&th[i], NULL, burst_pairs, &b[i]) == 0);
+    }
+    for (i = 0; i < 8; i++) {
+        CHECK(pthread_join(th[i], NULL) == 0);
+        CHECK(!b[i].failed);
+        rlock_mutex_free(b[i].m);
+    }
+    return command_conns(s);
+}
+
+static int burst(rlock_client *c, rt_server *s)
+{
+    return burst_of(c, s, 200);
+}
+
+/*
+ * A connection in steady use (answered a moment ago) is reused without
+ * the poll that looks for an EOF (two system calls a request: rlock-bench
+ * syscalls). Killed right after its last answer, it is still found: the
+ * next call either finds it closed and opens another (OK), or writes on
+ * it and fails with a connection error, never silently sending its
+ * request again; either way the lock's state is what the answer says, and
+ * the call after it works.
+ */
+TEST(a_connection_killed_in_steady_use_is_found_by_its_next_request)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "steady", NULL);
+    int i, rc, failed = 0, pooled;
+
+    for (i = 0; i < 10; i++) {
+        /* Several connections, answered a moment ago. */
+        pooled = burst(c, s);
+        burst_of(c, s, 1); /* one pair each, at once */
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        freeReplyObject(rt_cmd(s, "CLIENT KILL TYPE normal SKIPME yes"));
+        rc = rlock_mutex_trylock(m);
+        if (rc != RLOCK_OK) {
+            failed++;
+            if (rc != RLOCK_EIO && rc != RLOCK_ENOREPLY && rc != RLOCK_ECONNECT)
+                rt_fail(__FILE__, __LINE__, "trylock: %d (%s): %s", rc,
+                        rlock_strerror(rc), rlock_client_errmsg(c));
+            /* The server never read the request: no hold. The other
+             * pooled connections, dead too, are looked at now: one
+             * request paid for the kill, not one per connection. */
+            CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:steady}"), ==, 0);
+            CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+        }
+        CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:steady}"), ==, 1);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+        /* A waiting lock meets the kill too, and gets the lock. */
+        pooled = burst(c, s);
+        freeReplyObject(rt_cmd(s, "CLIENT KILL TYPE normal SKIPME yes"));
+        CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    }
+    fprintf(stderr, "%d of 10 kills were met by a request (%d pooled)\n",
+            failed, pooled);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:steady}"), ==, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/*
+ * The start of a reply nobody asked for, read with the last answer, sits
+ * in the connection's buffer where no poll sees it: reused, it would be
+ * the head of the next request's answer ("-ERR stray+OK"). Such a
+ * connection is not reused.
+ */
+TEST(a_connection_holding_part_of_a_stray_reply_is_not_reused)
+{
+    static const rt_fake_mode cases[] = {
+        RT_FAKE_EXTRA,       /* would have been "-ERR stray+OK" */
+        RT_FAKE_EXTRA_ARRAY, /* would have been the array [1, OK] */
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rt_fake *f = rt_fake_start(cases[i], 0);
+        rlock_client_opts o;
+        rlock_client *c;
+        rlock_mutex *m;
+
+        rlock_client_opts_init(&o);
+        o.use_pubsub = 0; /* the fake server knows no pub/sub */
+        o.max_connections = 1;
+        c = rt_client(rt_fake_url(f), &o);
+        m = rt_mutex(c, "stray", NULL);
+        CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK); /* "+OK": the lean SET */
+        CHECK_INT(rt_fake_accepted(f), ==, 1);
+        /* On a fresh connection: the release script is answered "+OK",
+         * which it never says. */
+        CHECK_RC(rlock_mutex_unlock(m), RLOCK_EPROTO);
+        CHECK_INT(rt_fake_accepted(f), >=, 2); /* not the first one */
+        rlock_mutex_free(m);
+        rlock_client_close(c);
+        rt_fake_stop(f);
+    }
+}
+
+/*
+ * With the default options the pool grows with the threads that use it
+ * at once (a thread does not wait behind another's round trip while it
+ * can open a connection), and shrinks to one after 5 s unused. A
+ * max_connections that is set stays a hard limit.
+ */
+TEST(the_pool_grows_with_its_threads_and_shrinks_when_idle)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts o;
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *m = rt_mutex(c, "after", NULL);
+    int grown;
+
+    CHECK_INT(command_conns(s), ==, 1); /* the open's */
+    grown = burst(c, s);
+    fprintf(stderr, "eight threads opened %d connections\n", grown);
+    CHECK_INT(grown, >=, 2);
+    CHECK_INT(grown, <=, 8);
+    rt_sleep_ms(5500);
+    /* The next request gives back what sat idle, but one. */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    CHECK_INT(command_conns(s), ==, 1);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    RT_WAIT_UNTIL(command_conns(s) == 0, 5000);
+
+    rlock_client_opts_init(&o);
+    o.max_connections = 2;
+    c = rt_client(rt_server_url(s), &o);
+    CHECK_INT(burst(c, s), <=, 2);
     rlock_client_close(c);
     rt_server_stop(s);
 }

@@ -22,10 +22,11 @@ if [ $tests = 1 ]; then
     # servers' source (tools/valkey81.sh, tools/newserver.sh);
     # python3-prometheus-client, whose parser reads the metrics text
     # (tests/metrics/parse.py); tmux, to drive rlock top in a terminal and
-    # read its screen back.
+    # read its screen back; strace, which rlock-bench's syscalls scenario
+    # counts system calls with.
     pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
            man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring
-           python3-prometheus-client tmux)
+           python3-prometheus-client tmux strace)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

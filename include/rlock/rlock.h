@@ -206,8 +206,10 @@ typedef struct rlock_client_opts {
     int backoff_max_ms;
 
     /* Most connections a client opens for commands (threads wait for a free
-     * one beyond that). The subscriber connection is extra. Default 4.
-     * Must be 1 to 1024. */
+     * one beyond that); a hard limit. They are opened as threads need
+     * them (a thread takes an idle one before another is opened), and
+     * those beyond one are closed again after 5 s unused. The subscriber
+     * connection is extra. Default 64. Must be 1 to 1024. */
     int max_connections;
 
     /* Prefix of every key and channel rlock writes. Default "rlock". Copied.

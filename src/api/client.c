@@ -31,7 +31,7 @@ void rlock_client_opts_init(rlock_client_opts *o)
     o->use_pubsub = 1;
     o->backoff_min_ms = 5;
     o->backoff_max_ms = 100;
-    o->max_connections = 4;
+    o->max_connections = 64;
     o->key_prefix = "rlock";
     o->sync_timeout_ms = 1000;
 }

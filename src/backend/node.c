@@ -54,6 +54,11 @@
  * often: they are read only when somebody looks. */
 #define POOL_LOOK_MS 20
 
+/* Connections beyond the first that sat idle this long are closed: the
+ * pool grows with the threads that use it at once (up to
+ * max_connections) and shrinks again after a burst. */
+#define POOL_IDLE_MS 5000
+
 /* Most undos told apart on one owing connection; more are queued
  * again. */
 #define OWING_TAGS 8
@@ -66,6 +71,11 @@ typedef struct owing {
     int retired; /* of an address the node left: not counted in nopen */
 } owing;
 
+typedef struct idle_conn {
+    rlock__conn *conn;
+    int64_t since; /* back in the pool at */
+} idle_conn;
+
 struct rlock__node {
     const rlock__node_cfg *cfg;
     char *host; /* NULL with a unix socket */
@@ -75,7 +85,7 @@ struct rlock__node {
     int named; /* where was given, not made from the address */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    rlock__conn **idle;
+    idle_conn *idle; /* oldest first: taken from the end */
     int nidle;
     int nopen;    /* idle, lent out and owing (not retired) */
     owing *owing; /* room for twice max_connections: as many retired */
@@ -84,6 +94,9 @@ struct rlock__node {
                       an older generation are closed when they come back */
     int loaded;    /* the scripts are known to be loaded (atomic) */
     int64_t heard; /* when a request last had all its replies (atomic) */
+    int64_t failed_at; /* when a connection last failed (atomic): idle
+                          ones that answered before are looked at before
+                          reuse, however recently they answered */
     int broken;    /* a connection failed since the server last answered
                       (atomic): the next answer is a reconnection */
 };
@@ -145,7 +158,7 @@ static void close_all(rlock__node *n)
     int i;
 
     for (i = 0; i < n->nidle; i++)
-        rlock__conn_close(n->idle[i]);
+        rlock__conn_close(n->idle[i].conn);
     for (i = 0; i < n->nowing; i++) {
         rlock__conn_close(n->owing[i].conn);
         n->nopen -= !n->owing[i].retired;
@@ -193,7 +206,7 @@ void rlock__node_drain(rlock__node *n)
 
     pthread_mutex_lock(&n->mu);
     for (i = 0; i < n->nidle; i++)
-        rlock__conn_close(n->idle[i]);
+        rlock__conn_close(n->idle[i].conn);
     n->nopen -= n->nidle;
     n->nidle = 0;
     for (i = 0; i < n->nowing; i++) {
@@ -332,6 +345,9 @@ static void conn_failed(rlock__node *n, int code, const char *msg)
 {
     rlock__obs *o = n->cfg->obs;
 
+    /* One connection found dead (a restart, a CLIENT KILL) says its
+     * siblings may be too: none is reused unlooked any more. */
+    __atomic_store_n(&n->failed_at, rlock__now_ns(), __ATOMIC_RELAXED);
     if (!o)
         return;
     if (__atomic_exchange_n(&n->broken, 1, __ATOMIC_RELAXED))
@@ -365,7 +381,8 @@ static void give_back(rlock__node *n, rlock__conn *c, int broken)
         rlock__conn_close(c);
         n->nopen--;
     } else {
-        n->idle[n->nidle++] = c;
+        n->idle[n->nidle].conn = c;
+        n->idle[n->nidle++].since = rlock__now_ns();
     }
     pthread_cond_signal(&n->cv);
 }
@@ -401,14 +418,32 @@ static void settle_owing(rlock__node *n)
     }
 }
 
+/* Closes the connections, but the most recently used, that sat idle
+ * longer than POOL_IDLE_MS (mu held: rare, once in a connection's life;
+ * a close sends nothing but TLS's close_notify). */
+static void shrink(rlock__node *n)
+{
+    int64_t old = rlock__now_ns() - (int64_t)POOL_IDLE_MS * RLOCK__NS_PER_MS;
+    int k = 0;
+
+    while (k < n->nidle - 1 && n->idle[k].since < old)
+        rlock__conn_close(n->idle[k++].conn);
+    if (k == 0)
+        return;
+    memmove(n->idle, n->idle + k, (size_t)(n->nidle - k) * sizeof *n->idle);
+    n->nidle -= k;
+    n->nopen -= k;
+}
+
 /* A connection for a request: 1 and *out, an idle one (not yet looked
  * at: see leg_conn); 0, none idle but room to open one (counted already);
  * -1, all are in use (mu held). */
 static int pool_take(rlock__node *n, rlock__conn **out)
 {
     settle_owing(n);
+    shrink(n);
     if (n->nidle > 0) {
-        *out = n->idle[--n->nidle];
+        *out = n->idle[--n->nidle].conn;
         return 1;
     }
     if (n->nopen < n->cfg->max_connections) {
@@ -642,7 +677,8 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
          * of one client share the pool, and a system call inside the
          * lock made them queue behind each other on every request. */
         pthread_mutex_unlock(&n->mu);
-        if (rlock__conn_idle_ok(l->conn))
+        if (rlock__conn_idle_ok(
+                l->conn, __atomic_load_n(&n->failed_at, __ATOMIC_RELAXED)))
             return RLOCK_OK;
         conn_failed(n, RLOCK_EIO,
                     "an idle connection was closed by the server or the "

@@ -71,6 +71,7 @@ struct rlock__conn {
     int fd_blocks;       /* O_NONBLOCK cleared for the blocking driver */
     int64_t rcvtimeo_ns; /* SO_RCVTIMEO as last set (0: never) */
     uint64_t peer;       /* rlock__conn_set_peer's, 0 until then */
+    int64_t answered_ns; /* when the last reply asked for was complete */
     rlock__neterr err;
 };
 
@@ -828,6 +829,8 @@ static int parse(rlock__conn *c)
             c->expected--;
             if (c->roomy > 0)
                 c->roomy--;
+            if (c->expected == 0)
+                c->answered_ns = rlock__net_now_ns();
         }
         if (c->discard > 0) {
             c->discard--;
@@ -991,13 +994,30 @@ void rlock__conn_discard(rlock__conn *c, size_t n)
     c->discard += n;
 }
 
-int rlock__conn_idle_ok(rlock__conn *c)
+int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before)
 {
     struct pollfd p;
 
     if (c->err.code != 0 || c->expected > 0 || c->nready > 0 ||
-        c->out_off < c->out_len || c->handshaking || c->connecting)
+        c->out_off < c->out_len || c->handshaking || c->connecting ||
+        c->reader->pos < c->reader->len || c->obj_bytes > 0 ||
+        c->t->buffered(c))
         return 0;
+    /* In steady use (answered a moment ago), reused without the look:
+     * a request is then two system calls, a write and a read. The look
+     * never made reuse safe, only spared a call an error: the server may
+     * close the connection between the look and the write just as well,
+     * and a request written on a connection that then gives no reply is
+     * one the server may have carried out, whichever way the connection
+     * died (node.c treats it so). What the look spares is the error for a
+     * connection that died while it sat idle: a server restarted, an idle
+     * timeout, a CLIENT KILL. Those find connections idle for longer; and
+     * once one connection of the server was found dead, the others that
+     * answered before that are looked at too, so that a kill costs one
+     * request an error, not one per pooled connection. */
+    if (c->answered_ns > suspect_before &&
+        rlock__net_now_ns() - c->answered_ns < RLOCK__CONN_STEADY_NS)
+        return 1;
     p.fd = c->fd;
     p.events = POLLIN;
     p.revents = 0;

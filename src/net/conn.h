@@ -171,8 +171,13 @@ int rlock__conn_up(const rlock__conn *c);
 const rlock__neterr *rlock__conn_error(const rlock__conn *c);
 
 /* A connection that is idle (nothing expected) and still healthy: no EOF,
- * no stray bytes. Checks without waiting. */
-int rlock__conn_idle_ok(rlock__conn *c);
+ * no stray bytes. Checks without waiting: with a poll, unless the
+ * connection is in steady use (its last reply came less than
+ * RLOCK__CONN_STEADY_NS ago, and after suspect_before, when a sibling
+ * connection was last found dead), when only what is known without a
+ * system call is looked at. */
+int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before);
+#define RLOCK__CONN_STEADY_NS INT64_C(1000000)
 
 /* ---- the blocking driver ------------------------------------------------ */
 

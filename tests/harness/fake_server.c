@@ -41,8 +41,8 @@ struct rt_fake {
     char url[64];
     pthread_t thread;
     fconn conns[CONNS_MAX];
-    pthread_mutex_t mu; /* guards sent */
-    size_t sent;
+    pthread_mutex_t mu; /* guards sent and accepted */
+    size_t sent, accepted;
 };
 
 static void queue(fconn *c, const char *s, size_t len)
@@ -124,6 +124,12 @@ static void misbehave(rt_fake *f, fconn *c)
         break;
     case RT_FAKE_OK:
         queue(c, "+OK\r\n", 5);
+        break;
+    case RT_FAKE_EXTRA:
+        queue(c, "+OK\r\n-ERR stray", 15);
+        break;
+    case RT_FAKE_EXTRA_ARRAY:
+        queue(c, "+OK\r\n*2\r\n:1\r\n", 13);
         break;
     }
 }
@@ -236,6 +242,11 @@ static void *fake_main(void *arg)
         if (pf[1].revents & POLLIN) {
             int fd =
                 accept4(f->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd >= 0) {
+                pthread_mutex_lock(&f->mu);
+                f->accepted++;
+                pthread_mutex_unlock(&f->mu);
+            }
             for (i = 0; fd >= 0 && i < CONNS_MAX; i++)
                 if (f->conns[i].fd < 0) {
                     f->conns[i].fd = fd;
@@ -302,6 +313,16 @@ size_t rt_fake_sent(rt_fake *f)
 
     pthread_mutex_lock(&f->mu);
     n = f->sent;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+size_t rt_fake_accepted(rt_fake *f)
+{
+    size_t n;
+
+    pthread_mutex_lock(&f->mu);
+    n = f->accepted;
     pthread_mutex_unlock(&f->mu);
     return n;
 }

@@ -13,18 +13,44 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$bench" --quick > "$out/text" 2> "$out/err" || fail "exit $?: $(cat "$out/err")"
 grep -q '^uncontended: ' "$out/text" || fail "no uncontended table: $(cat "$out/text")"
 grep -Eq '^  ratio +[0-9.]+ x the floor' "$out/text" || fail "no ratio: $(cat "$out/text")"
-[ "$(grep -c '^  T=[1248] ' "$out/text")" = 4 ] || fail "threads table: $(cat "$out/text")"
-[ "$(grep -Ec '^  work +(0|1000) us  W=(1|2|4|8|16) ' "$out/text")" = 10 ] ||
+[ "$(grep -Ec '^  T=(1|2|4|8|16|64) ' "$out/text")" = 6 ] || fail "threads table: $(cat "$out/text")"
+[ "$(grep -Ec '^        client CPU per pair, rlock / floor [0-9.]+ ' "$out/text")" = 6 ] ||
+    fail "threads CPU lines: $(cat "$out/text")"
+[ "$(grep -Ec '^  work +(0|1000) us  W=(1|2|4|8|16|64) ' "$out/text")" = 12 ] ||
     fail "contended table: $(cat "$out/text")"
+[ "$(grep -Ec '^        hand-over .* wake-up floor p50 [0-9.]+ p99 [0-9.]+ ms' "$out/text")" = 12 ] ||
+    fail "contended hand-over lines: $(cat "$out/text")"
+[ "$(grep -Ec '^        fairness: max wait .* (met|NOT met); client CPU [0-9.]+ us/acq' "$out/text")" = 12 ] ||
+    fail "contended fairness lines: $(cat "$out/text")"
+# System calls per pair, counted by strace (installed by .ci/run and
+# tools/deps.sh --tests): rlock's and the floor's rows.
+if command -v strace >/dev/null; then
+    grep -Eq '^   rlock +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.-]+ +[0-9.-]+ +[0-9.]+$' "$out/text" ||
+        fail "syscalls table: $(cat "$out/text")"
+    grep -Eq '^   rlock / floor: [0-9.]+ system calls a pair$' "$out/text" ||
+        fail "syscalls ratio: $(cat "$out/text")"
+fi
 [ "$(grep -Ec '^  K=(100|1000) ' "$out/text")" = 2 ] || fail "scale table: $(cat "$out/text")"
 grep -Eq 'wake-up after release p50 [0-9]+ us .* subscriber connections 4 ' "$out/text" ||
     fail "waiters: $(cat "$out/text")"
 [ "$(grep -Ec '^  (redisson|token) +(peer|rlock) -> (rlock|peer) +p50 +[0-9]+ us' "$out/text")" = 3 ] ||
     fail "interop table: $(cat "$out/text")"
 
+grep -Eq '^  requests each master got per pair: [0-9.]+ ' "$out/text" ||
+    fail "redlock: $(cat "$out/text")"
+
+# The report: a table per scenario, from the bench's JSON.
+report=$(dirname "$0")/../../tools/bench-report.sh
+bash "$report" --bench "$bench" --out "$out/report.md" -- --quick uncontended redlock \
+    > /dev/null || fail "bench-report.sh exit $?"
+grep -q '^## uncontended$' "$out/report.md" && grep -q '^## redlock$' "$out/report.md" ||
+    fail "report: $(cat "$out/report.md")"
+grep -Eq '^\| 5 \| [0-9.]+ \| [0-9.]+ \|' "$out/report.md" || fail "report's redlock row: $(cat "$out/report.md")"
+bash "$report" --bogus 2>/dev/null; [ $? = 64 ] || fail "bench-report.sh --bogus: want 64"
+
 mkdir "$out/plot"
 "$bench" --quick --plot "$out/plot" contended > /dev/null || fail "--plot exit $?"
-[ "$(ls "$out/plot" | grep -c '^waits-w[0-9]*-work[0-9]*\.dat$')" = 10 ] ||
+[ "$(ls "$out/plot" | grep -c '^waits-w[0-9]*-work[0-9]*\.dat$')" = 12 ] ||
     fail "--plot wrote: $(ls "$out/plot")"
 
 "$bench" --quick --json uncontended > "$out/json" 2> "$out/tables" || fail "--json exit $?"
@@ -45,7 +71,7 @@ if [ "$(nproc)" -ge 2 ]; then
     [[ $line =~ ^pinned:\ redis-server\ on\ CPU\ ([0-9]+),\ the\ bench\ on\ CPU\ ([0-9,]+)$ ]] ||
         fail "--pin: $line"
     [[ ,${BASH_REMATCH[2]}, != *,${BASH_REMATCH[1]},* ]] || fail "--pin: Redis's CPU shared: $line"
-    [ "$(grep -Ec '^        busy \(% of a core\) Redis rlock [0-9]+ protocol [0-9]+ floor [0-9]+; client ' "$out/pin")" = 4 ] ||
+    [ "$(grep -Ec '^        busy \(% of a core\) Redis rlock [0-9]+ protocol [0-9]+ floor [0-9]+; client ' "$out/pin")" = 6 ] ||
         fail "--pin: busy lines: $(cat "$out/pin")"
 fi
 
