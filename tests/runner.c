@@ -11,8 +11,13 @@
 
 #include "harness/test.h"
 
+/* The list of tests: list.h, or the internal tests' (RT_LIST). */
+#ifndef RT_LIST
+#define RT_LIST "list.h"
+#endif
+
 #define RT_TEST(name, timeout) void test_##name(void);
-#include "list.h"
+#include RT_LIST
 #undef RT_TEST
 
 static const struct {
@@ -20,7 +25,7 @@ static const struct {
     void (*fn)(void);
 } tests[] = {
 #define RT_TEST(name, timeout) {#name, test_##name},
-#include "list.h"
+#include RT_LIST
 #undef RT_TEST
 };
 

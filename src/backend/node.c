@@ -641,21 +641,8 @@ static const char *stalled_at(const rlock__conn *c)
 
 /* ---- requests over one poll --------------------------------------------- */
 
-/* One node's part of a request. */
-typedef struct leg {
-    rlock__node *node;
-    rlock__conn *conn;
-    int fresh; /* a new connection: hs handshake replies come first */
-    int hs;
-    int asking;    /* an ASKING reply comes before the script's */
-    int waiting;   /* a WAIT reply comes after it */
-    int retried;   /* sent again with the body after NOSCRIPT */
-    int multi;     /* a pipeline of that many commands, as many replies */
-    int ask_flag;  /* the request goes behind ASKING */
-    unsigned gen;  /* the node's generation when the connection was taken */
-    size_t want;   /* replies the round waits for */
-    uint64_t peer; /* the server that answered (identify), 0: unknown */
-} leg;
+/* One node's part of a request (node.h). */
+typedef rlock__xleg leg;
 
 /* Takes a connection for the leg (mu not held). RLOCK_OK, or the result
  * filled and an error. */
@@ -1038,44 +1025,6 @@ static int queue_behind(rlock__node *n, const rlock__req *req,
     return queued;
 }
 
-/* Drives the legs' connections by until_ns, then by deadline_ns, the
- * first phase only for fresh connections' handshakes. */
-static void drive(leg *legs, int n, int64_t connect_by, int64_t deadline_ns)
-{
-    rlock__conn *conns[RLOCK__NODES_MAX];
-    size_t want[RLOCK__NODES_MAX];
-    int i, fresh = 0;
-
-    for (i = 0; i < n; i++) {
-        conns[i] = legs[i].conn;
-        want[i] = legs[i].conn ? legs[i].want : 0;
-        if (legs[i].conn && legs[i].fresh && legs[i].hs > 0) {
-            want[i] = (size_t)legs[i].hs;
-            fresh = 1;
-        } else if (legs[i].conn && legs[i].fresh) {
-            fresh = 1;
-        }
-    }
-    if (fresh && connect_by < deadline_ns) {
-        /* New connections connect (and answer their handshake) within the
-         * connect timeout; a leg that did not is failed with what it is
-         * short of. */
-        rlock__net_run(conns, n, want, connect_by);
-        for (i = 0; i < n; i++) {
-            leg *l = &legs[i];
-            if (!l->conn || !l->fresh || rlock__conn_error(l->conn)->code)
-                continue;
-            if (!rlock__conn_up(l->conn) ||
-                rlock__conn_ready(l->conn) < (size_t)l->hs)
-                rlock__conn_fail(l->conn, RLOCK_ENOREPLY,
-                                 "no reply within the connect timeout");
-        }
-    }
-    for (i = 0; i < n; i++)
-        want[i] = legs[i].conn ? legs[i].want : 0;
-    rlock__net_run(conns, n, want, deadline_ns);
-}
-
 /*
  * One server behind two nodes of a request (an alias of a node's address,
  * or an address that came to reach another node's server) answers twice;
@@ -1112,67 +1061,159 @@ static void refuse_twins(rlock__node **nodes, int n, const leg *legs,
     }
 }
 
-static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
-                 int64_t deadline_ns, rlock__results *res)
+/* After the connect timeout: a new connection not up with its handshake
+ * answered fails with what it is short of. */
+static void connect_timed_out(leg *l)
 {
-    leg legs[RLOCK__NODES_MAX];
-    int64_t started = rlock__now_ns(), connect_by;
-    int i, again = 1, any = 0;
+    if (!l->conn || !l->fresh || rlock__conn_error(l->conn)->code)
+        return;
+    if (!rlock__conn_up(l->conn) || rlock__conn_ready(l->conn) < (size_t)l->hs)
+        rlock__conn_fail(l->conn, RLOCK_ENOREPLY,
+                         "no reply within the connect timeout");
+}
 
+/* Drives one leg's connection: a new one's handshake by connect_by, then
+ * its replies by deadline_ns (plain commands, outside an exchange). */
+static void drive_one(leg *l, int64_t connect_by, int64_t deadline_ns)
+{
+    size_t want = l->hs > 0 ? (size_t)l->hs : l->want;
+
+    if (l->fresh && connect_by < deadline_ns) {
+        rlock__net_run(&l->conn, 1, &want, connect_by);
+        connect_timed_out(l);
+    }
+    rlock__net_run(&l->conn, 1, &l->want, deadline_ns);
+}
+
+/* The stages of an exchange: what its next round is. */
+enum {
+    X_CONNECT, /* new connections' handshakes, by connect_by */
+    X_REPLIES, /* every leg's replies, by the deadline */
+    X_DONE
+};
+
+void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
+                       const rlock__req *req, int flags, int64_t deadline_ns,
+                       rlock__results *res)
+{
+    int64_t started = rlock__now_ns();
+    int i, any = 0, fresh = 0;
+
+    x->nodes = nodes;
+    x->n = n;
+    x->req = req;
+    x->flags = flags;
+    x->deadline_ns = deadline_ns;
+    x->res = res;
     rlock__results_init(res, n);
-    memset(legs, 0, sizeof legs[0] * (size_t)n);
+    memset(x->legs, 0, sizeof x->legs[0] * (size_t)n);
     for (i = 0; i < n; i++) {
-        legs[i].node = nodes[i];
-        legs[i].ask_flag = flags & RLOCK__X_ASKING;
+        leg *l = &x->legs[i];
+        l->node = nodes[i];
+        l->ask_flag = flags & RLOCK__X_ASKING;
         if (req && (flags & RLOCK__X_BEHIND) &&
             queue_behind(nodes[i], req, &res->r[i]))
             continue;
-        if (leg_conn(&legs[i], deadline_ns, &res->r[i]) != RLOCK_OK)
+        if (leg_conn(l, deadline_ns, &res->r[i]) != RLOCK_OK)
             continue;
         if (!req) {
             /* Connecting at open: a PING after the handshake, so that a
              * server that refuses us (NOAUTH) or never answers fails
              * here. */
             static const char *ping[1] = {"PING"};
-            if (rlock__conn_append(legs[i].conn, 1, ping, NULL) != RLOCK_OK) {
+            if (rlock__conn_append(l->conn, 1, ping, NULL) != RLOCK_OK) {
                 rlock__err_set(&res->r[i].err, res->r[i].rc = RLOCK_ENOMEM,
                                "out of memory");
-                leg_done(&legs[i], 1);
+                leg_done(l, 1);
                 continue;
             }
-            legs[i].want = (size_t)legs[i].hs + 1;
-        } else if (leg_queue(&legs[i], req, legs[i].ask_flag, 0, &res->r[i]) !=
-                   RLOCK_OK) {
-            leg_done(&legs[i], 1);
+            l->want = (size_t)l->hs + 1;
+        } else if (leg_queue(l, req, l->ask_flag, 0, &res->r[i]) != RLOCK_OK) {
+            leg_done(l, 1);
             continue;
         }
         any = 1;
+        fresh |= l->fresh;
     }
-    if (!any)
-        return;
-    connect_by = started;
+    /* New connections connect (and answer their handshake) within the
+     * connect timeout, counted from the start; a leg that did not is
+     * failed with what it is short of. */
+    x->connect_by = started;
     for (i = 0; i < n; i++)
-        if (legs[i].conn && legs[i].fresh)
-            connect_by = started + (int64_t)nodes[i]->cfg->connect_timeout_ms *
-                                       RLOCK__NS_PER_MS;
-    while (again) {
-        again = 0;
-        drive(legs, n, connect_by, deadline_ns);
-        for (i = 0; i < n; i++) {
-            if (!legs[i].conn)
-                continue;
-            if (!req) {
-                leg_connected(&legs[i], &res->r[i]);
-                continue;
-            }
-            /* (A message names the timeout the server did not meet.) */
-            if (leg_settle(&legs[i], req, nodes[i]->cfg->request_timeout_ms,
-                           &res->r[i]))
-                again = 1;
-        }
+        if (x->legs[i].conn && x->legs[i].fresh)
+            x->connect_by =
+                started +
+                (int64_t)nodes[i]->cfg->connect_timeout_ms * RLOCK__NS_PER_MS;
+    x->stage = !any                                   ? X_DONE
+               : fresh && x->connect_by < deadline_ns ? X_CONNECT
+                                                      : X_REPLIES;
+}
+
+int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
+                      int64_t *until_ns)
+{
+    int i;
+
+    if (x->stage == X_DONE)
+        return 0;
+    for (i = 0; i < x->n; i++) {
+        leg *l = &x->legs[i];
+        conns[i] = l->conn;
+        want[i] = l->conn ? l->want : 0;
+        /* Connecting, a new connection waits for its handshake only; the
+         * pooled ones of the other nodes for their whole answer. */
+        if (x->stage == X_CONNECT && l->conn && l->fresh && l->hs > 0)
+            want[i] = (size_t)l->hs;
     }
-    if (n > 1 && nodes[0]->cfg->identify)
-        refuse_twins(nodes, n, legs, res);
+    *until_ns = x->stage == X_CONNECT ? x->connect_by : x->deadline_ns;
+    return 1;
+}
+
+void rlock__xchg_after(rlock__xchg *x)
+{
+    const rlock__req *req = x->req;
+    int i, again = 0;
+
+    if (x->stage == X_CONNECT) {
+        for (i = 0; i < x->n; i++)
+            connect_timed_out(&x->legs[i]);
+        x->stage = X_REPLIES;
+        return;
+    }
+    for (i = 0; i < x->n; i++) {
+        if (!x->legs[i].conn)
+            continue;
+        if (!req) {
+            leg_connected(&x->legs[i], &x->res->r[i]);
+            continue;
+        }
+        /* (A message names the timeout the server did not meet.) */
+        if (leg_settle(&x->legs[i], req, x->nodes[i]->cfg->request_timeout_ms,
+                       &x->res->r[i]))
+            again = 1;
+    }
+    if (again)
+        return; /* a leg sends its script's body: another round */
+    x->stage = X_DONE;
+    if (x->n > 1 && x->nodes[0]->cfg->identify)
+        refuse_twins(x->nodes, x->n, x->legs, x->res);
+}
+
+/* The blocking driver of an exchange: each round in one poll (or recv)
+ * by the calling thread. */
+static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
+                 int64_t deadline_ns, rlock__results *res)
+{
+    rlock__xchg x;
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int64_t until;
+
+    rlock__xchg_start(&x, nodes, n, req, flags, deadline_ns, res);
+    while (rlock__xchg_round(&x, conns, want, &until)) {
+        rlock__net_run(conns, n, want, until);
+        rlock__xchg_after(&x);
+    }
 }
 
 void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
@@ -1210,10 +1251,10 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
         return rlock__fail(call, rc, "out of memory");
     }
     l.want = (size_t)(l.hs + ncmds);
-    drive(&l, 1,
-          rlock__now_ns() +
-              (int64_t)n->cfg->connect_timeout_ms * RLOCK__NS_PER_MS,
-          deadline_ns);
+    drive_one(&l,
+              rlock__now_ns() +
+                  (int64_t)n->cfg->connect_timeout_ms * RLOCK__NS_PER_MS,
+              deadline_ns);
     if (rlock__conn_error(l.conn)->code != 0) {
         rc = net_error(n, rlock__conn_error(l.conn), cmds[0].argv[0],
                        n->cfg->request_timeout_ms, &call->err);

@@ -112,6 +112,74 @@ int64_t rlock__node_heard(const rlock__node *n);
 void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
                        int flags, int64_t deadline_ns, rlock__results *res);
 
+/*
+ * The same request as an object that readiness and time advance, so that
+ * whoever owns the thread can drive it: rlock__nodes_exec drives one to
+ * its end in poll(2) (and recv(2)); an event loop drives it from its own
+ * callbacks. Nothing in an exchange blocks but rlock__xchg_start, which
+ * may wait for a pooled connection while every one of a node's is busy
+ * (wait_for_connection) and a node's mutex, held only for work in memory.
+ *
+ *     rlock__xchg x;
+ *     rlock__xchg_start(&x, nodes, n, req, flags, deadline_ns, &res);
+ *     while (rlock__xchg_round(&x, conns, want, &until_ns)) {
+ *         ... drive conns[i] (rlock__conn_io on readiness) until each is
+ *         rlock__conn_settled(conns[i], want[i]) or until_ns comes ...
+ *         rlock__xchg_after(&x);
+ *     }
+ *
+ * A round is one wait for replies: the handshakes of new connections (by
+ * the connect timeout), the request's answers (by deadline_ns), the
+ * request again with its script's body after a NOSCRIPT. When
+ * rlock__xchg_round returns 0, res is filled as rlock__nodes_exec fills
+ * it and every connection the exchange took is back with its node
+ * (pooled, owing or closed). req and nodes are borrowed until then. The
+ * struct is on the caller's stack or in its state; its fields are the
+ * exchange's own.
+ */
+typedef struct rlock__xleg {
+    struct rlock__node *node;
+    rlock__conn *conn;
+    int fresh; /* a new connection: hs handshake replies come first */
+    int hs;
+    int asking;    /* an ASKING reply comes before the script's */
+    int waiting;   /* a WAIT reply comes after it */
+    int retried;   /* sent again with the body after NOSCRIPT */
+    int multi;     /* a pipeline of that many commands, as many replies */
+    int ask_flag;  /* the request goes behind ASKING */
+    unsigned gen;  /* the node's generation when the connection was taken */
+    size_t want;   /* replies the round waits for */
+    uint64_t peer; /* the server that answered (identify), 0: unknown */
+} rlock__xleg;
+
+typedef struct rlock__xchg {
+    rlock__node **nodes;
+    int n;
+    const rlock__req *req; /* NULL: connecting (a PING after the handshake) */
+    int flags;
+    int stage;          /* what the next round is (node.c) */
+    int64_t connect_by; /* new connections' handshakes by then */
+    int64_t deadline_ns;
+    rlock__results *res;
+    rlock__xleg legs[RLOCK__NODES_MAX];
+} rlock__xchg;
+
+/* Starts the exchange: takes a connection of each node (or a new one,
+ * connecting) and queues the request on it; nothing is written yet. */
+void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
+                       const rlock__req *req, int flags, int64_t deadline_ns,
+                       rlock__results *res);
+
+/* The next round: conns[0..x->n) (NULL for a node that is done) and the
+ * replies each must have, by until_ns; 1. Or 0: the exchange is over and
+ * its results are in res. */
+int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
+                      int64_t *until_ns);
+
+/* The round was driven: every connection settled, or until_ns came.
+ * Reads what the round brought. */
+void rlock__xchg_after(rlock__xchg *x);
+
 /* Opens a connection to each of nodes[0..n) at once, with its handshake,
  * by deadline_ns, and leaves it in the node's pool (res as above). */
 void rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,

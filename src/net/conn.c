@@ -1033,6 +1033,17 @@ int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before)
 
 #define RUN_MAX 64
 
+int rlock__conn_settled(const rlock__conn *c, size_t want)
+{
+    return !c || c->err.code != 0 ||
+           (!c->handshaking && !c->connecting && c->nready >= want);
+}
+
+int rlock__conn_buffered(const rlock__conn *c)
+{
+    return c->t->buffered(c);
+}
+
 int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
                    int64_t deadline_ns)
 {
@@ -1054,9 +1065,7 @@ int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
             rlock__conn *c = conns[i];
             short ev;
 
-            if (!c || c->err.code != 0)
-                continue;
-            if (!c->handshaking && !c->connecting && c->nready >= want[i])
+            if (rlock__conn_settled(c, want[i]))
                 continue;
             ev = rlock__conn_events(c);
             if (ev == 0) {

@@ -179,6 +179,14 @@ const rlock__neterr *rlock__conn_error(const rlock__conn *c);
 int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before);
 #define RLOCK__CONN_STEADY_NS INT64_C(1000000)
 
+/* Whether a driver waiting for want complete replies on c is done with
+ * it: c is NULL or broken, or up with the replies ready. A connection
+ * not settled waits for rlock__conn_events(c) on its descriptor; with
+ * TLS, rlock__conn_buffered(c) says that bytes already read wait for
+ * rlock__conn_io(c, 0) without the descriptor becoming readable. */
+int rlock__conn_settled(const rlock__conn *c, size_t want);
+int rlock__conn_buffered(const rlock__conn *c);
+
 /* ---- the blocking driver ------------------------------------------------ */
 
 /*
