@@ -251,12 +251,76 @@ typedef struct stall_waiter {
     int64_t took_ms;     /* from the start of the call to its return */
     int64_t got_at;      /* when it held (rt_now_ms), 0 if it did not */
     int64_t released_at; /* when it let go */
+    atomic_int phase;    /* 0 waiting, 1 holding, 2 releasing, 3 done */
     atomic_int done;
     pthread_t thread;
 } stall_waiter;
 
 static atomic_int stall_holders;
 static atomic_int stall_overlaps;
+
+/* What the test's clients logged (every level), each line with the
+ * milliseconds since the test began and which client said it: printed
+ * if the test fails, with where each waiter got to. */
+static pthread_mutex_t stall_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char stall_log[96 * 1024];
+static size_t stall_log_len;
+static int64_t stall_t0;
+
+static void stall_note(const char *who, const char *msg)
+{
+    pthread_mutex_lock(&stall_log_mu);
+    if (stall_log_len < sizeof stall_log)
+        stall_log_len += (size_t)snprintf(
+            stall_log + stall_log_len, sizeof stall_log - stall_log_len,
+            "%7lld ms %s: %s\n", (long long)(rt_now_ms() - stall_t0), who, msg);
+    if (stall_log_len > sizeof stall_log)
+        stall_log_len = sizeof stall_log;
+    pthread_mutex_unlock(&stall_log_mu);
+}
+
+static void stall_log_cb(int level, const char *msg, void *arg)
+{
+    (void)level;
+    stall_note(arg, msg);
+}
+
+/* Waits at most ms for both waiters; if they do not finish, says where
+ * each got to and what the clients logged, and fails. */
+static void stall_wait_both(stall_waiter *w, int64_t ms, int line)
+{
+    static const char *phases[] = {"still in its lock call", "holding",
+                                   "in its unlock call", "done"};
+    int64_t until = rt_now_ms() + ms;
+    int i;
+
+    while (!atomic_load(&w[0].done) || !atomic_load(&w[1].done)) {
+        if (rt_now_ms() <= until) {
+            rt_sleep_ms(2);
+            continue;
+        }
+        pthread_mutex_lock(&stall_log_mu);
+        fprintf(stderr, "--- the clients' log:\n%.*s---\n", (int)stall_log_len,
+                stall_log);
+        pthread_mutex_unlock(&stall_log_mu);
+        for (i = 0; i < 2; i++) {
+            /* Only what the waiter wrote before its phase is read. */
+            int phase = atomic_load(&w[i].phase);
+            fprintf(stderr, "waiter %d (%s): %s", i,
+                    w[i].wait_ms < 0 ? "lock" : "timedlock", phases[phase]);
+            if (phase == 1 || phase == 2)
+                fprintf(stderr, ", held %lld ms in, after %lld ms of wait",
+                        (long long)(w[i].got_at - stall_t0),
+                        (long long)w[i].took_ms);
+            if (phase == 3)
+                fprintf(stderr, ", returned %s", rlock_strerror(w[i].rc));
+            fprintf(stderr, "\n");
+        }
+        rt_fail(__FILE__, line,
+                "the waiters did not both finish within %lld ms",
+                (long long)ms);
+    }
+}
 
 static void *stall_waiter_main(void *p)
 {
@@ -267,16 +331,20 @@ static void *stall_waiter_main(void *p)
                            : rlock_mutex_timedlock(w->m, w->wait_ms);
     w->took_ms = rt_now_ms() - t0;
     if (w->rc != RLOCK_OK) {
+        atomic_store(&w->phase, 3);
         atomic_store(&w->done, 1);
         return NULL;
     }
     w->got_at = rt_now_ms();
+    atomic_store(&w->phase, 1);
     if (atomic_fetch_add(&stall_holders, 1) != 0)
         atomic_fetch_add(&stall_overlaps, 1);
     rt_sleep_ms(300);
     atomic_fetch_sub(&stall_holders, 1);
     w->released_at = rt_now_ms();
+    atomic_store(&w->phase, 2);
     w->rc = rlock_mutex_unlock(w->m);
+    atomic_store(&w->phase, 3);
     atomic_store(&w->done, 1);
     return NULL;
 }
@@ -308,7 +376,10 @@ TEST(sentinel_waits_outlive_a_stopped_master)
     int i;
 
     start_deployment();
+    stall_t0 = rt_now_ms();
+    stall_log_len = 0;
     h = rt_client(url, NULL);
+    rlock_client_set_log_cb(h, RLOCK_LOG_DEBUG, stall_log_cb, "holder");
     rlock_mutex_opts_init(&ho);
     ho.lease_ms = 1500; /* fixed, and over before the failover */
     held = rt_mutex(h, "stalled", &ho);
@@ -317,6 +388,8 @@ TEST(sentinel_waits_outlive_a_stopped_master)
     wo.max_connections = 1;
     a = rt_client(url, &wo);
     b = rt_client(url, &wo);
+    rlock_client_set_log_cb(a, RLOCK_LOG_DEBUG, stall_log_cb, "waiter 0");
+    rlock_client_set_log_cb(b, RLOCK_LOG_DEBUG, stall_log_cb, "waiter 1");
     memset(w, 0, sizeof w);
     w[0].m = rt_mutex(a, "stalled", NULL);
     w[0].wait_ms = -1;
@@ -334,9 +407,11 @@ TEST(sentinel_waits_outlive_a_stopped_master)
     RT_WAIT_UNTIL(rt_cmd_int(servers[0], "LLEN {rlock:stalled}:queue") == 2,
                   10000);
     rt_server_pause(servers[0]);
+    stall_note("test", "master stopped");
     CHECK(w[0].got_at == 0 && w[1].got_at == 0);
     wait_new_master(rt_server_port(servers[0]));
-    RT_WAIT_UNTIL(atomic_load(&w[0].done) && atomic_load(&w[1].done), 40000);
+    stall_note("test", "the sentinels name a new master");
+    stall_wait_both(w, 40000, __LINE__);
     for (i = 0; i < 2; i++)
         pthread_join(w[i].thread, NULL);
     for (i = 0; i < 2; i++) {
@@ -361,6 +436,134 @@ TEST(sentinel_waits_outlive_a_stopped_master)
     rlock_client_close(a);
     rlock_client_close(b);
     rlock_client_close(h);
+    stop_deployment();
+}
+
+/* ---- a move while threads wait for the pool ---------------------------- */
+
+#define MOVERS 8        /* clients */
+#define MOVER_THREADS 4 /* of each */
+
+/* A thread of a client (max_connections = 1) tries its own lock in a
+ * loop, each try let go at once, until told to stop; what the last try
+ * returned and when the first success after movers_go_at came. */
+typedef struct mover {
+    rlock_client *c;
+    rlock_mutex *m;
+    atomic_int stop;
+    atomic_llong ok_after; /* rt_now_ms() of a success once go_at is set */
+    atomic_int last_rc;
+    char last_err[256]; /* its detail (written by the thread only) */
+    pthread_t thread;
+} mover;
+
+static atomic_llong movers_go_at;
+
+static void *mover_main(void *p)
+{
+    mover *mv = p;
+
+    while (!atomic_load(&mv->stop)) {
+        int rc = rlock_mutex_trylock(mv->m);
+        if (rc != RLOCK_OK)
+            snprintf(mv->last_err, sizeof mv->last_err, "%s",
+                     rlock_client_errmsg(mv->c));
+        atomic_store(&mv->last_rc, rc);
+        if (rc == RLOCK_OK) {
+            long long go = atomic_load(&movers_go_at), none = 0;
+            rlock_mutex_unlock(mv->m);
+            if (go != 0)
+                atomic_compare_exchange_strong(&mv->ok_after, &none,
+                                               (long long)rt_now_ms());
+        }
+        rt_sleep_ms(5);
+    }
+    return NULL;
+}
+
+/*
+ * The node's move to the new master is one step: a thread that waited
+ * for the pool's only connection (owed by a request the stopped master
+ * never answered) and is woken by the move takes a connection to the new
+ * master, never one to the old address counted as the new master's.
+ * That one, owing for ever with an undo behind it, held the only slot
+ * for good: every later request of the client failed, and a wait with no
+ * bound never ended (sentinel_waits_outlive_a_stopped_master, seen in
+ * CI). Several clients, four threads each, trying all through the
+ * failover, so that some thread waits for the pool when another moves
+ * the node: each client takes its locks again soon after.
+ */
+TEST(sentinel_threads_waiting_for_the_pool_follow_a_move)
+{
+    rlock_client_opts o;
+    rlock_client *c[MOVERS];
+    mover mv[MOVERS][MOVER_THREADS];
+    char name[32];
+    int i, k, bad = 0;
+
+    start_deployment();
+    rlock_client_opts_init(&o);
+    o.max_connections = 1;
+    atomic_store(&movers_go_at, 0);
+    memset(mv, 0, sizeof mv);
+    for (i = 0; i < MOVERS; i++) {
+        c[i] = rt_client(url, &o);
+        for (k = 0; k < MOVER_THREADS; k++) {
+            snprintf(name, sizeof name, "move-%d-%d", i, k);
+            mv[i][k].c = c[i];
+            mv[i][k].m = rt_mutex(c[i], name, NULL);
+            CHECK_RC(rlock_mutex_trylock(mv[i][k].m), RLOCK_OK);
+            CHECK_RC(rlock_mutex_unlock(mv[i][k].m), RLOCK_OK);
+        }
+    }
+    rt_server_pause(servers[0]);
+    for (i = 0; i < MOVERS; i++)
+        for (k = 0; k < MOVER_THREADS; k++)
+            CHECK(pthread_create(&mv[i][k].thread, NULL, mover_main,
+                                 &mv[i][k]) == 0);
+    wait_new_master(rt_server_port(servers[0]));
+    atomic_store(&movers_go_at, (long long)rt_now_ms());
+    /* A client's requests reach the new master within a few tries (a
+     * command timeout each, at most) once the sentinels name it. */
+    {
+        int64_t until = rt_now_ms() + 20000;
+        int all;
+        do {
+            rt_sleep_ms(20);
+            all = 1;
+            for (i = 0; i < MOVERS; i++)
+                for (k = 0; k < MOVER_THREADS; k++)
+                    all &= atomic_load(&mv[i][k].ok_after) != 0;
+        } while (!all && rt_now_ms() < until);
+    }
+    for (i = 0; i < MOVERS; i++)
+        for (k = 0; k < MOVER_THREADS; k++)
+            atomic_store(&mv[i][k].stop, 1);
+    for (i = 0; i < MOVERS; i++)
+        for (k = 0; k < MOVER_THREADS; k++)
+            pthread_join(mv[i][k].thread, NULL);
+    for (i = 0; i < MOVERS; i++)
+        for (k = 0; k < MOVER_THREADS; k++) {
+            long long at = atomic_load(&mv[i][k].ok_after);
+            if (at == 0) {
+                int rc = atomic_load(&mv[i][k].last_rc);
+                printf("client %d thread %d: no lock since the failover; "
+                       "last try %s: %s\n",
+                       i, k, rlock_strerror(rc), mv[i][k].last_err);
+                bad++;
+            } else {
+                printf("client %d thread %d: locked %lld ms after the "
+                       "failover\n",
+                       i, k, at - atomic_load(&movers_go_at));
+            }
+        }
+    CHECK_INT(bad, ==, 0);
+    rt_server_resume(servers[0]);
+    for (i = 0; i < MOVERS; i++) {
+        for (k = 0; k < MOVER_THREADS; k++)
+            rlock_mutex_free(mv[i][k].m);
+        rlock_client_close(c[i]);
+    }
     stop_deployment();
 }
 

@@ -200,11 +200,11 @@ void rlock__node_fork_hold(rlock__node *n, int take)
         pthread_mutex_unlock(&n->mu);
 }
 
-void rlock__node_drain(rlock__node *n)
+/* Drains n (mu held): see rlock__node_drain. */
+static void drain_locked(rlock__node *n)
 {
     int i;
 
-    pthread_mutex_lock(&n->mu);
     for (i = 0; i < n->nidle; i++)
         rlock__conn_close(n->idle[i].conn);
     n->nopen -= n->nidle;
@@ -215,6 +215,12 @@ void rlock__node_drain(rlock__node *n)
     }
     n->gen++;
     pthread_cond_broadcast(&n->cv);
+}
+
+void rlock__node_drain(rlock__node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    drain_locked(n);
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -224,8 +230,18 @@ int rlock__node_move(rlock__node *n, const char *host, int port)
 
     if (!h)
         return RLOCK_ENOMEM;
-    rlock__node_drain(n);
+    /* The drain and the new address under one hold of mu. A connection is
+     * made to the address read with the generation it is taken in
+     * (leg_conn): were mu released in between, a thread waiting for a
+     * connection, woken by the drain, would take the slot the retired
+     * ones freed, in the new generation, and connect to the old address.
+     * To a master that stalled, such a connection owes its answers for
+     * ever, and with an undo queued behind it is never closed; being of
+     * the current generation, no later move retires it, and it holds one
+     * of max_connections for good (with max_connections = 1, every
+     * request of the client fails from then on). */
     pthread_mutex_lock(&n->mu);
+    drain_locked(n);
     free(n->host);
     n->host = h;
     n->port = port;
