@@ -171,7 +171,9 @@ static void server_cmd(ex_run *r, const char *cmd)
  * whose loss (and a callback that stalls on it) must hold up nothing of
  * the other's; failing that within a second, any lock held (from name
  * first on); failing that, none. It runs on a thread of its own, so that
- * the injector keeps the plan's other times, and logs what it took. */
+ * the injector keeps the plan's other times, and logs what it took: from
+ * the start of the forced release, which is when the lock may go, not of
+ * the look for one (up to a second before). */
 typedef struct forcer {
     ex_run *r;
     int first;
@@ -225,8 +227,10 @@ static void *force_main(void *arg)
             break;
         sleep_ns(25 * 1000000LL);
     }
-    if (pick >= 0)
+    if (pick >= 0) {
+        f->t0 = ex_now_ns();
         (void)rlock_mutex_force_unlock(m[pick], NULL);
+    }
 done:
     for (k = 0; k < p->names; k++)
         rlock_mutex_free(m[k]);

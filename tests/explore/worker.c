@@ -364,8 +364,16 @@ static void one_hold(owner *ow)
         rc = acquire(ow, m, how, wait_ms);
         t1 = ex_now_ns();
         level = rc == RLOCK_OK ? 1 : 0;
-        if (rc == RLOCK_OK && ex_chance(&ow->r, 70))
-            fence(ow, m, &token);
+        if (rc == RLOCK_OK && ex_chance(&ow->r, 70)) {
+            /* Logged: a hold taken lean draws its token here, a round trip
+             * that finds the hold gone if an operator forced it open after
+             * the acquisition took it (the checker must see what told the
+             * owner its hold was lost). */
+            int64_t f0 = ex_now_ns();
+            int frc = fence(ow, m, &token);
+            note(ow, EV_TOKEN, name, f0, ex_now_ns(), frc, level, 0, 0, 0,
+                 token);
+        }
         note(ow, EV_ACQ, name, t0, t1, rc, level, 0, how, wait_ms, token);
         if (level > 0) {
             if (!left(ow, m, name))
