@@ -122,6 +122,9 @@ enum ex_kind {
     EV_FAULT,  /* the injector: a: kind, b: target; t0 to t1 */
     EV_STATUS, /* the monitor: a: held, b: holder pid; token: lease_ms */
     EV_DEATH,  /* worker ended (a: killed) */
+    EV_LETGO,  /* a call that may give the hold back begins (t0 = t1 = its
+                  start; level: the levels held as it begins): logged before
+                  the call, so that a worker killed in it leaves a trace */
     EV_KINDS
 };
 

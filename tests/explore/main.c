@@ -188,9 +188,9 @@ static void run_one(uint64_t seed, ex_log *l, int64_t slack_ms, ex_verdict *v)
  * its first event. */
 static void trace(const char *path, uint64_t seed, const ex_log *l)
 {
-    static const char *const kinds[] = {"acq",   "rel",    "ext",
-                                        "left",  "token",  "on_lost",
-                                        "fault", "status", "death"};
+    static const char *const kinds[] = {"acq",   "rel",     "ext",   "left",
+                                        "token", "on_lost", "fault", "status",
+                                        "death", "letgo"};
     static const char *const hows[] = {"lock", "try", "timed", "with"};
     long n = atomic_load(&l->n), i, k;
     ex_event *ev;

@@ -8,7 +8,10 @@
  * RLOCK_OK with L ms left, asked at t, promised the hold until t + L (the
  * library counts from before its request left, and Redis cannot let the
  * lock go before that). A holder's promises end early only when it starts
- * to let the hold go.
+ * to let the hold go: where the call letting its last level go began, as
+ * the worker wrote before making it (EV_LETGO), so that a worker killed
+ * in that call, whose release reached Redis and let a waiter in but never
+ * returned, is excused for that hold alone.
  *
  *  exclusion  the promises of two holds of one name never overlap. Only a
  *             restart of the server without persistence (its data lost),
@@ -375,6 +378,12 @@ static void read_call(state *s, const ex_event *e)
         else if (e->rc == RLOCK_ELOST && !h->state_lost)
             h->state_lost = e->t1;
         break;
+    case EV_LETGO:
+        /* The call letting the last level go began; its end, if it came,
+         * is an EV_REL of the same start. */
+        if (!h->rel_t0)
+            h->rel_t0 = e->t0;
+        return;
     case EV_LOST:
         if (!h->lost_cb)
             h->lost_cb = e->t0;
@@ -530,7 +539,7 @@ static long next_call(const state *s, long i)
     for (k = i + 1; k < s->n; k++)
         if (s->ev[k].worker == e->worker && s->ev[k].owner == e->owner &&
             s->ev[k].kind != EV_LOST && s->ev[k].kind != EV_STATUS &&
-            s->ev[k].kind != EV_FAULT)
+            s->ev[k].kind != EV_FAULT && s->ev[k].kind != EV_LETGO)
             return k;
     return -1;
 }

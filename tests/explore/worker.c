@@ -257,6 +257,17 @@ static int body(owner *ow, rlock_mutex *m, int name, int level, int *lost)
     return level;
 }
 
+/* Writes to the log, before the call, that a call letting the last level
+ * of the hold go begins at t0: if the worker is killed in it, the release
+ * may still reach Redis and a waiter take the lock, and the checker must
+ * know that the holder had begun to let go (a call is logged only once it
+ * returns). */
+static void note_letgo(owner *ow, int name, int64_t t0, int level)
+{
+    if (level == 1)
+        note(ow, EV_LETGO, name, t0, t0, 0, level, 0, 0, 0, 0);
+}
+
 /* Lets every level go; a level that got no answer is asked again, twice
  * at most (then the mutex's free forgets the hold). */
 static void release_all(owner *ow, rlock_mutex *m, int name, int level)
@@ -265,7 +276,9 @@ static void release_all(owner *ow, rlock_mutex *m, int name, int level)
 
     while (level > 0 && tries < 3) {
         int64_t t0 = ex_now_ns(), t1;
-        int rc = unlock(ow, m);
+        int rc;
+        note_letgo(ow, name, t0, level);
+        rc = unlock(ow, m);
         t1 = ex_now_ns();
         if (rc == RLOCK_OK || rc == RLOCK_ENOTIFY)
             level--;
@@ -306,6 +319,8 @@ static int with_fn(void *arg, uint64_t token)
         note(wa->ow, EV_REL, wa->name, t0, ex_now_ns(), rc, level, 0, 0, 0, 0);
     }
     wa->t_fn_end = ex_now_ns();
+    /* rlock_with lets the last level go once this returns. */
+    note_letgo(wa->ow, wa->name, wa->t_fn_end, level);
     return 0;
 }
 
