@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,13 +50,19 @@ static int free_port(void)
 static pid_t start_node(const char *dir, int port)
 {
     char p[16];
-    pid_t pid;
+    pid_t pid, parent = getpid();
     int i;
 
     snprintf(p, sizeof p, "%d", port);
     fflush(NULL);
     if ((pid = fork()) == 0) {
         int null = open("/dev/null", O_WRONLY);
+        /* Never outlives the bench, however it ends (a signal included):
+         * the kernel kills it when the bench goes, as the private
+         * server's is (cli/private_server.c). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127); /* the bench went before the line above */
         if (null >= 0) {
             dup2(null, 1);
             dup2(null, 2);

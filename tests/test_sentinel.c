@@ -568,6 +568,47 @@ TEST(sentinel_threads_waiting_for_the_pool_follow_a_move)
 }
 
 /*
+ * A call that spent its whole deadline waiting for the master's one
+ * connection (the stalled master owes it a reply) says so. It used to ask
+ * the sentinels again with no time left, and reported that none of them
+ * had named the master in time: true, and no help to whoever reads it.
+ * The sentinels cannot have failed the master over yet (it is down after
+ * 1 s; both calls end in 600 ms).
+ */
+TEST(sentinel_a_call_that_waited_out_its_deadline_for_a_connection_says_so)
+{
+    rlock_client_opts o;
+    rlock_client *c;
+    rlock_mutex *m;
+    const char *msg;
+    int64_t t0, took;
+
+    start_deployment();
+    rlock_client_opts_init(&o);
+    o.max_connections = 1;
+    o.command_timeout_ms = 300;
+    c = rt_client(url, &o);
+    m = rt_mutex(c, "owed", NULL);
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rt_server_pause(servers[0]);
+    /* Its one connection now owes the answer. */
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_ENOREPLY);
+    t0 = rt_now_ms();
+    CHECK_RC(rlock_mutex_trylock(m), RLOCK_ENOREPLY);
+    took = rt_now_ms() - t0;
+    msg = rlock_client_errmsg(c);
+    printf("second call: %lld ms: %s\n", (long long)took, msg);
+    CHECK(strstr(msg, "still wait for earlier replies") != NULL);
+    CHECK(strstr(msg, "no sentinel") == NULL);
+    CHECK_INT(took, <, 300 + 1500);
+    rt_server_resume(servers[0]);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    stop_deployment();
+}
+
+/*
  * Issue 33, item 10. A client that was idle while its master stalled and
  * Sentinel promoted a replica: its first call does not spend a whole
  * command timeout on the pooled connection to the stopped master (which

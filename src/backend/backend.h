@@ -8,8 +8,10 @@
  *   redlock.c   redlock://: a majority of independent masters
  *
  * The lock logic above (engine/, bg/) never asks which one it runs on: it
- * hands a request to exec and counts the results against the client's
- * quorum (nnodes and quorum, set by open: 1 of 1 but for Redlock). What
+ * hands a request to rlock__backend_exec (which runs the backend's route
+ * and routed steps around node exchanges) and counts the results against
+ * the client's quorum (nnodes and quorum, set by open: 1 of 1 but for
+ * Redlock). What
  * differs between deployments and matters to the lock logic is said by
  * the flags and by the few functions below; adding a backend means one
  * file that fills this table, and a line in registry.c.
@@ -48,6 +50,35 @@
  * until its own bound, rather than end with the failure. */
 #define RLOCK__BK_FAILOVER 8u
 
+/*
+ * A request on its way over the deployment: the exchange it needs next
+ * (the nodes, the flags of rlock__nodes_exec, the deadline, and when it
+ * may start), and what the backend keeps between exchanges (own: a
+ * redirection count, a pause that grows). A backend routes a request in
+ * steps, route then routed after each exchange, so that whoever drives
+ * the exchanges (rlock__backend_exec blocking in poll, an event loop from
+ * its callbacks) runs the same routing. Asking a deployment where its
+ * master or slot is now (Sentinel's sentinels, a cluster's CLUSTER SLOTS)
+ * is still done inside route and routed, blocking, by the deadline.
+ */
+typedef struct rlock__route {
+    rlock__node *nodes[RLOCK__NODES_MAX];
+    int n;
+    int flags;
+    int64_t deadline_ns;
+    int64_t not_before; /* rlock__now_ns() time; 0: at once */
+    int64_t sent_ns;    /* when the last exchange began (the driver's) */
+    int exchanges;      /* exchanges run so far (the driver's) */
+    union {
+        int64_t align;
+        unsigned char bytes[64];
+    } own;
+} rlock__route;
+
+/* What routed says. */
+#define RLOCK__ROUTE_DONE 0  /* res is the request's */
+#define RLOCK__ROUTE_AGAIN 1 /* res was freed: rt names the next exchange */
+
 typedef struct rlock__backend {
     const char *name;   /* for messages */
     const char *scheme; /* the URL prefix it serves; NULL: the default */
@@ -70,13 +101,21 @@ typedef struct rlock__backend {
      * across a round trip. */
     void (*fork_hold)(rlock_client *c, int take);
 
-    /* Runs req on the node(s) its keys live on: res gets c->nnodes
-     * results. flags: RLOCK__X_BEHIND for undos, RLOCK__X_BRIEF for the
-     * background's requests (a cluster slot in migration is not waited
-     * for). Every reply by the call's deadline (and the backend's own
-     * timeout per node). */
-    void (*exec)(rlock_client *c, const rlock__req *req, int flags,
-                 rlock__results *res, rlock__call *call);
+    /* Routes req to the node(s) its keys live on (rlock__backend_exec
+     * runs the steps): route names the next exchange in rt (the first
+     * when rt->exchanges is 0) and returns RLOCK_OK, or fills res with
+     * the failure and returns its code; after each exchange, routed reads
+     * res and says RLOCK__ROUTE_DONE (res has c->nnodes results, the
+     * request's) or RLOCK__ROUTE_AGAIN (a redirection: res freed; route
+     * names the next exchange once rt->not_before has come). flags:
+     * RLOCK__X_BEHIND for undos, RLOCK__X_BRIEF for the background's
+     * requests (a cluster slot in migration is not waited for). Every
+     * reply by the call's deadline (and the backend's own timeout per
+     * node). */
+    int (*route)(rlock_client *c, const rlock__req *req, int flags,
+                 rlock__route *rt, rlock__results *res, rlock__call *call);
+    int (*routed)(rlock_client *c, const rlock__req *req, rlock__route *rt,
+                  rlock__results *res, rlock__call *call);
     /* Which keys may go in one request together: keys of one group (a
      * cluster slot; 0 everywhere else). */
     int (*group)(const rlock_client *c, const char *key, size_t len);
@@ -122,6 +161,17 @@ typedef struct rlock__backend {
 const rlock__backend *rlock__backend_for(const char *url);
 
 /* ---- what the backends share (common.c) -------------------------------- */
+
+/* Runs req over c's deployment (route, an exchange, routed, a pause if
+ * asked for, route again... until done), blocking: the exchanges in poll
+ * on the calling thread, the pauses in clock_nanosleep. res gets
+ * c->nnodes results. */
+void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__results *res, rlock__call *call);
+/* routed of a deployment whose request is one exchange over every node
+ * the backend lists. */
+int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,
+                       rlock__results *res, rlock__call *call);
 
 /* The connection settings of c's nodes, from c's options. */
 void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg);

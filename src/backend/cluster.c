@@ -13,7 +13,7 @@
  * slot is being migrated and the keys are on the importing node: the
  * request is sent there behind ASKING), TRYAGAIN (a multi-key request
  * during a migration: the same node is asked again after a short pause,
- * until the call's deadline; see exec_cluster). Notifications need
+ * until the call's deadline; see routed_cluster). Notifications need
  * nothing special: a PUBLISH on any node reaches the subscribers of every
  * node, so the subscriber connection may be to any of them.
  */
@@ -305,30 +305,32 @@ static void fail_one(rlock__results *res, rlock__call *call)
 #define TRYAGAIN_LONGEST_MS 50
 
 /*
- * Waits before a request that met TRYAGAIN is sent again: 0, or -1 when
- * the call's deadline would pass before another answer could come (the
- * pause and a round trip as long as the last one), which the caller then
- * reports. The pause grows in *pause_ms.
+ * The pause before a request that met TRYAGAIN is sent again: 0 and
+ * *until_out, when the next exchange may start, or -1 when the call's
+ * deadline would pass before another answer could come (the pause and a
+ * round trip as long as the last one), which the caller then reports.
+ * The pause grows in *pause_ms. Whoever drives the exchanges waits it
+ * out (rlock__backend_exec sleeps; a loop would arm a timer).
  */
-static int tryagain_pause(int64_t *pause_ms, int64_t rtt_ns, int64_t deadline)
+static int tryagain_pause(int64_t *pause_ms, int64_t rtt_ns, int64_t deadline,
+                          int64_t *until_out)
 {
     int64_t ms = rlock__jitter(*pause_ms / 2, *pause_ms);
     int64_t until = rlock__now_ns() + ms * RLOCK__NS_PER_MS;
-    struct timespec ts = rlock__timespec(until);
 
     if (until + rtt_ns >= deadline)
         return -1;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    *until_out = until;
     *pause_ms = *pause_ms * 2 < TRYAGAIN_LONGEST_MS ? *pause_ms * 2
                                                     : TRYAGAIN_LONGEST_MS;
     return 0;
 }
 
 /*
- * Runs req on the master of its slot, following the cluster's
- * redirections, all within one deadline (the call's, and the command
- * timeout from now):
+ * A request goes to the master of its slot, following the cluster's
+ * redirections (route_cluster, then routed_cluster after each exchange),
+ * all within one deadline (the call's, and the command timeout from
+ * now):
  *
  * - MOVED: the slot has a new owner; the map is corrected and read again.
  * - ASK: the slot is migrating and the request's keys are not on the old
@@ -354,137 +356,178 @@ static int tryagain_pause(int64_t *pause_ms, int64_t rtt_ns, int64_t deadline)
  * not carried out (a redirection is an answer of a node that did not run
  * it).
  */
-static void exec_cluster(rlock_client *c, const rlock__req *req, int flags,
-                         rlock__results *res, rlock__call *call)
+
+/* What a request's route keeps between its exchanges (rlock__route's
+ * own). */
+typedef struct cluster_route {
+    int slot;
+    int flags;
+    int redirects; /* MOVED and ASK followed */
+    int asking;    /* the importing node's index after ASK, or -1 */
+    int tryagains;
+    int refresh;      /* read the map again before the next exchange */
+    int64_t pause_ms; /* the next TRYAGAIN pause, at most */
+    int64_t started;
+    int64_t deadline;
+} cluster_route;
+
+_Static_assert(sizeof(cluster_route) <= sizeof(((rlock__route *)0)->own.bytes),
+               "a cluster route fits in rlock__route's own");
+
+/* The next exchange of the route (after the pause routed asked for, if
+ * any): the importing node behind ASKING, or the slot's master, the map
+ * read again first after a MOVED (other slots may have moved too) or if
+ * it names none. RLOCK_OK, or the failure in res and call. */
+static int route_cluster(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__route *rt, rlock__results *res,
+                         rlock__call *call)
 {
     cluster *k = of(c);
-    size_t key_len = 0;
-    const char *key = rlock__req_first_key(req, &key_len);
-    int slot = key ? rlock__key_slot(key, key_len) : 0;
-    int redirects = 0, asking = -1, tryagains = 0;
-    int64_t pause_ms = TRYAGAIN_FIRST_MS, started = rlock__now_ns(),
-            deadline = rlock__call_until(call, c->opts.command_timeout_ms);
+    cluster_route s;
+    rlock__node *node;
+    int idx;
 
-    for (;;) {
-        const char *msg;
-        char last[RLOCK__ERR_MAX];
-        int idx = asking, target, moved_slot;
-        int64_t sent;
-        rlock__node *node;
-
-        if (idx < 0 && (idx = slot_master(k, slot)) < 0) {
-            /* Not covered: the map may be old. */
-            if (refresh(c, call) != RLOCK_OK) {
-                fail_one(res, call);
-                return;
-            }
-            if ((idx = slot_master(k, slot)) < 0) {
-                rlock__fail(call, RLOCK_EUNAVAILABLE,
-                            "no master serves slot %d of %s", slot, c->where);
-                fail_one(res, call);
-                return;
-            }
-        }
-        if (!(node = node_of(k, idx))) {
-            rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    if (rt->exchanges == 0) {
+        size_t key_len = 0;
+        const char *key = rlock__req_first_key(req, &key_len);
+        memset(&s, 0, sizeof s);
+        s.slot = key ? rlock__key_slot(key, key_len) : 0;
+        s.flags = flags;
+        s.asking = -1;
+        s.pause_ms = TRYAGAIN_FIRST_MS;
+        s.started = rlock__now_ns();
+        s.deadline = rlock__call_until(call, c->opts.command_timeout_ms);
+    } else {
+        memcpy(&s, rt->own.bytes, sizeof s);
+    }
+    if (s.refresh) {
+        rlock__call one;
+        s.refresh = 0;
+        rlock__call_init(&one, s.deadline);
+        refresh(c, &one);
+    }
+    if ((idx = s.asking) < 0 && (idx = slot_master(k, s.slot)) < 0) {
+        /* Not covered: the map may be old. */
+        if (refresh(c, call) != RLOCK_OK) {
             fail_one(res, call);
-            return;
+            return call->err.code;
         }
-        sent = rlock__now_ns();
-        rlock__nodes_exec(&node, 1, req,
-                          (flags & ~RLOCK__X_BRIEF) |
-                              (asking >= 0 ? RLOCK__X_ASKING : 0),
-                          deadline, res);
-        if (res->r[0].rc == RLOCK_OK && !error_of(&res->r[0]))
-            return;
-        if ((msg = redirect(&res->r[0], "MOVED ")) != NULL ||
-            (msg = redirect(&res->r[0], "ASK ")) != NULL) {
-            int ask = msg[0] == 'A';
-            if ((target = redirect_target(k, msg, &moved_slot)) < 0)
-                return; /* not one we can read: the error as it is */
-            snprintf(last, sizeof last, "%s", msg);
-            /* "MOVED 3999 127.0.0.1:6381": the node is the last word. */
-            rlock__obs_node(c->obs, RLOCK_EV_REDIRECT, 0,
-                            strrchr(last, ' ') ? strrchr(last, ' ') + 1 : "",
-                            last);
-            rlock__results_free(res);
-            /* A move needs two at most (ASK, then MOVED when it ends);
-             * more mean the nodes do not agree yet (a SETSLOT given to
-             * one node before the other): the next is followed after a
-             * pause, so that the limit is not used up before they do.
-             * With RLOCK__X_BRIEF it is not waited for, as TRYAGAIN is
-             * not (below): the background retries on its own schedule,
-             * and a pause would hold up the renewals of every slot. */
-            if (++redirects > REDIRECTS_MAX ||
-                (redirects > 2 &&
-                 ((flags & RLOCK__X_BRIEF) ||
-                  tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
-                      0))) {
-                rlock__fail(
-                    call, RLOCK_EUNAVAILABLE,
-                    "slot %d of %s: still redirected after %d "
-                    "redirections in %lld ms (is it migrating, "
-                    "with its nodes not agreeing yet?); last: %.200s",
-                    slot, c->where, redirects - 1,
-                    (long long)((rlock__now_ns() - started) / RLOCK__NS_PER_MS),
-                    last);
-                fail_one(res, call);
-                return;
-            }
-            if (ask) {
-                asking = target;
-                continue;
-            }
-            asking = -1;
+        if ((idx = slot_master(k, s.slot)) < 0) {
+            rlock__fail(call, RLOCK_EUNAVAILABLE,
+                        "no master serves slot %d of %s", s.slot, c->where);
+            fail_one(res, call);
+            return RLOCK_EUNAVAILABLE;
+        }
+    }
+    if (!(node = node_of(k, idx))) {
+        rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+        fail_one(res, call);
+        return RLOCK_ENOMEM;
+    }
+    rt->nodes[0] = node;
+    rt->n = 1;
+    rt->flags =
+        (s.flags & ~RLOCK__X_BRIEF) | (s.asking >= 0 ? RLOCK__X_ASKING : 0);
+    rt->deadline_ns = s.deadline;
+    memcpy(rt->own.bytes, &s, sizeof s);
+    return RLOCK_OK;
+}
+
+static int routed_cluster(rlock_client *c, const rlock__req *req,
+                          rlock__route *rt, rlock__results *res,
+                          rlock__call *call)
+{
+    cluster *k = of(c);
+    rlock__node *node = rt->nodes[0];
+    int64_t rtt = rlock__now_ns() - rt->sent_ns;
+    const char *msg;
+    char last[RLOCK__ERR_MAX];
+    int target, moved_slot;
+    cluster_route s;
+
+    (void)req;
+    memcpy(&s, rt->own.bytes, sizeof s);
+    rt->not_before = 0;
+    if (res->r[0].rc == RLOCK_OK && !error_of(&res->r[0]))
+        return RLOCK__ROUTE_DONE;
+    if ((msg = redirect(&res->r[0], "MOVED ")) != NULL ||
+        (msg = redirect(&res->r[0], "ASK ")) != NULL) {
+        int ask = msg[0] == 'A';
+        if ((target = redirect_target(k, msg, &moved_slot)) < 0)
+            return RLOCK__ROUTE_DONE; /* not one we can read: as it is */
+        snprintf(last, sizeof last, "%s", msg);
+        /* "MOVED 3999 127.0.0.1:6381": the node is the last word. */
+        rlock__obs_node(c->obs, RLOCK_EV_REDIRECT, 0,
+                        strrchr(last, ' ') ? strrchr(last, ' ') + 1 : "", last);
+        rlock__results_free(res);
+        /* A move needs two at most (ASK, then MOVED when it ends); more
+         * mean the nodes do not agree yet (a SETSLOT given to one node
+         * before the other): the next is followed after a pause, so that
+         * the limit is not used up before they do. With RLOCK__X_BRIEF it
+         * is not waited for, as TRYAGAIN is not (below): the background
+         * retries on its own schedule, and a pause would hold up the
+         * renewals of every slot. */
+        if (++s.redirects > REDIRECTS_MAX ||
+            (s.redirects > 2 && ((s.flags & RLOCK__X_BRIEF) ||
+                                 tryagain_pause(&s.pause_ms, rtt, s.deadline,
+                                                &rt->not_before) < 0))) {
+            rlock__fail(
+                call, RLOCK_EUNAVAILABLE,
+                "slot %d of %s: still redirected after %d "
+                "redirections in %lld ms (is it migrating, "
+                "with its nodes not agreeing yet?); last: %.200s",
+                s.slot, c->where, s.redirects - 1,
+                (long long)((rlock__now_ns() - s.started) / RLOCK__NS_PER_MS),
+                last);
+            fail_one(res, call);
+            return RLOCK__ROUTE_DONE;
+        }
+        if (ask) {
+            s.asking = target;
+        } else {
+            s.asking = -1;
+            s.refresh = 1;
             pthread_mutex_lock(&k->mu);
             k->map[moved_slot] = (short)target;
             pthread_mutex_unlock(&k->mu);
-            {
-                /* Other slots may have moved too. */
-                rlock__call one;
-                rlock__call_init(&one, deadline);
-                refresh(c, &one);
-            }
-            continue;
         }
-        if ((msg = redirect(&res->r[0], "TRYAGAIN")) != NULL) {
-            snprintf(last, sizeof last, "%s", msg);
-            rlock__results_free(res);
-            tryagains++;
-            if (flags & RLOCK__X_BRIEF) {
-                rlock__fail(call, RLOCK_EUNAVAILABLE,
-                            "slot %d of %s is migrating: %s answered "
-                            "%.120s",
-                            slot, c->where, rlock__node_where(node), last);
-                fail_one(res, call);
-                return;
-            }
-            if (tryagain_pause(&pause_ms, rlock__now_ns() - sent, deadline) <
-                0) {
-                rlock__fail(
-                    call, RLOCK_EUNAVAILABLE,
-                    "slot %d of %s is migrating: %s answered "
-                    "TRYAGAIN %d time%s in %lld ms, until the "
-                    "call's deadline (a request naming several of "
-                    "the lock's keys waits for the migration to "
-                    "end); last: %.120s",
-                    slot, c->where, rlock__node_where(node), tryagains,
-                    tryagains == 1 ? "" : "s",
-                    (long long)((rlock__now_ns() - started) / RLOCK__NS_PER_MS),
-                    last);
-                fail_one(res, call);
-                return;
-            }
-            continue;
+    } else if ((msg = redirect(&res->r[0], "TRYAGAIN")) != NULL) {
+        snprintf(last, sizeof last, "%s", msg);
+        rlock__results_free(res);
+        s.tryagains++;
+        if (s.flags & RLOCK__X_BRIEF) {
+            rlock__fail(call, RLOCK_EUNAVAILABLE,
+                        "slot %d of %s is migrating: %s answered %.120s",
+                        s.slot, c->where, rlock__node_where(node), last);
+            fail_one(res, call);
+            return RLOCK__ROUTE_DONE;
         }
+        if (tryagain_pause(&s.pause_ms, rtt, s.deadline, &rt->not_before) < 0) {
+            rlock__fail(
+                call, RLOCK_EUNAVAILABLE,
+                "slot %d of %s is migrating: %s answered "
+                "TRYAGAIN %d time%s in %lld ms, until the "
+                "call's deadline (a request naming several of "
+                "the lock's keys waits for the migration to "
+                "end); last: %.120s",
+                s.slot, c->where, rlock__node_where(node), s.tryagains,
+                s.tryagains == 1 ? "" : "s",
+                (long long)((rlock__now_ns() - s.started) / RLOCK__NS_PER_MS),
+                last);
+            fail_one(res, call);
+            return RLOCK__ROUTE_DONE;
+        }
+    } else {
         /* A node that is gone: the next request reads the new map. */
         if (res->r[0].rc == RLOCK_ECONNECT) {
             rlock__call one;
-            rlock__call_init(&one, deadline);
+            rlock__call_init(&one, s.deadline);
             refresh(c, &one);
         }
-        return;
+        return RLOCK__ROUTE_DONE;
     }
+    memcpy(rt->own.bytes, &s, sizeof s);
+    return RLOCK__ROUTE_AGAIN;
 }
 
 static int open_cluster(rlock_client *c, const char *url,
@@ -674,7 +717,8 @@ const rlock__backend rlock__backend_cluster = {
     close_cluster,
     after_fork_cluster,
     fork_hold_cluster,
-    exec_cluster,
+    route_cluster,
+    routed_cluster,
     group_cluster,
     ping_cluster,
     sub_connect_cluster,

@@ -3,14 +3,50 @@
  * What every backend needs the same way: the nodes' settings, TLS, a
  * ping, one server's lease margin and failure.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "core/reply.h"
 #include "net/tls.h"
 #include "util/clock.h"
+
+void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__results *res, rlock__call *call)
+{
+    rlock__route rt;
+
+    memset(&rt, 0, sizeof rt);
+    for (;;) {
+        if (rt.not_before > rlock__now_ns()) {
+            struct timespec ts = rlock__timespec(rt.not_before);
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+                   EINTR)
+                ;
+        }
+        if (c->backend->route(c, req, flags, &rt, res, call) != RLOCK_OK)
+            return;
+        rt.sent_ns = rlock__now_ns();
+        rt.exchanges++;
+        rlock__nodes_exec(rt.nodes, rt.n, req, rt.flags, rt.deadline_ns, res);
+        if (c->backend->routed(c, req, &rt, res, call) == RLOCK__ROUTE_DONE)
+            return;
+    }
+}
+
+int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,
+                       rlock__results *res, rlock__call *call)
+{
+    (void)c;
+    (void)req;
+    (void)rt;
+    (void)res;
+    (void)call;
+    return RLOCK__ROUTE_DONE;
+}
 
 void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg)
 {

@@ -95,7 +95,7 @@ int64_t rlock__node_heard(const rlock__node *n);
 #define RLOCK__X_BEHIND                                                        \
     2 /* an undo: on a node with owing connections, it                         \
          is queued behind them, not waited for */
-/* (Of a backend's exec, not of the nodes': a cluster slot in migration
+/* (Of a backend's route, not of the nodes': a cluster slot in migration
  * that answers TRYAGAIN is not waited for; the background retries on its
  * own schedule.) */
 #define RLOCK__X_BRIEF 4

@@ -398,13 +398,21 @@ static void fork_hold_redlock(rlock_client *c, int take)
         rlock__node_fork_hold(r->nodes[i], take);
 }
 
-static void exec_redlock(rlock_client *c, const rlock__req *req, int flags,
-                         rlock__results *res, rlock__call *call)
+static int route_redlock(rlock_client *c, const rlock__req *req, int flags,
+                         rlock__route *rt, rlock__results *res,
+                         rlock__call *call)
 {
     redlock *r = of(c);
+    int i;
 
-    rlock__nodes_exec(r->nodes, r->n, req, flags,
-                      rlock__call_until(call, r->node_timeout_ms), res);
+    (void)req;
+    (void)res;
+    for (i = 0; i < r->n; i++)
+        rt->nodes[i] = r->nodes[i];
+    rt->n = r->n;
+    rt->flags = flags;
+    rt->deadline_ns = rlock__call_until(call, r->node_timeout_ms);
+    return RLOCK_OK;
 }
 
 static int ping_redlock(rlock_client *c, rlock_server_info *info,
@@ -513,7 +521,8 @@ const rlock__backend rlock__backend_redlock = {
     close_redlock,
     after_fork_redlock,
     fork_hold_redlock,
-    exec_redlock,
+    route_redlock,
+    rlock__routed_once,
     rlock__group_all,
     ping_redlock,
     NULL,

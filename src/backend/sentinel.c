@@ -275,32 +275,49 @@ static int unreached(const rlock__result *r)
                         r->rc == RLOCK_EIO || r->rc == RLOCK_EUNAVAILABLE);
 }
 
-static void exec_sentinel(rlock_client *c, const rlock__req *req, int flags,
-                          rlock__results *res, rlock__call *call)
+/* A request goes where the sentinels said last; if the master could not
+ * be reached there, once more after asking them again (route runs once
+ * per exchange: rt->exchanges says which try it is). */
+static int route_sentinel(rlock_client *c, const rlock__req *req, int flags,
+                          rlock__route *rt, rlock__results *res,
+                          rlock__call *call)
 {
     int64_t ms = c->opts.command_timeout_ms;
-    int attempt, rc;
+    int rc;
 
     if (req->replicas > 0)
         ms += c->opts.sync_timeout_ms;
-    /* Twice: once where the sentinels said last, once after asking them
-     * again if the master could not be reached there. */
-    for (attempt = 0; attempt < 2; attempt++) {
-        if ((rc = fresh_address(c, call)) != RLOCK_OK) {
-            rlock__results_init(res, 1);
-            res->r[0].rc = rc;
-            res->r[0].err = call->err;
-            return;
-        }
-        rlock__nodes_exec(&of(c)->node, 1, req, flags,
-                          rlock__call_until(call, (int)ms), res);
-        if (res->r[0].rc == RLOCK_OK)
-            return;
-        suspect(c, res->r[0].rc);
-        if (attempt == 1 || !unreached(&res->r[0]))
-            return;
-        rlock__results_free(res);
+    if ((rc = fresh_address(c, call)) != RLOCK_OK) {
+        rlock__results_init(res, 1);
+        res->r[0].rc = rc;
+        res->r[0].err = call->err;
+        return rc;
     }
+    rt->nodes[0] = of(c)->node;
+    rt->n = 1;
+    rt->flags = flags;
+    rt->deadline_ns = rlock__call_until(call, (int)ms);
+    return RLOCK_OK;
+}
+
+static int routed_sentinel(rlock_client *c, const rlock__req *req,
+                           rlock__route *rt, rlock__results *res,
+                           rlock__call *call)
+{
+    (void)req;
+    if (res->r[0].rc == RLOCK_OK)
+        return RLOCK__ROUTE_DONE;
+    suspect(c, res->r[0].rc);
+    if (rt->exchanges >= 2 || !unreached(&res->r[0]))
+        return RLOCK__ROUTE_DONE;
+    /* With the call's time used up (waiting for one of the master's
+     * connections, say), asking the sentinels could only fail for want of
+     * time, and its message would hide the cause: the failure stands as
+     * it is, and the next call asks them (suspect). */
+    if (call->deadline_ns && rlock__now_ns() >= call->deadline_ns)
+        return RLOCK__ROUTE_DONE;
+    rlock__results_free(res);
+    return RLOCK__ROUTE_AGAIN;
 }
 
 static int open_sentinel(rlock_client *c, const char *url,
@@ -466,7 +483,8 @@ const rlock__backend rlock__backend_sentinel = {
     close_sentinel,
     after_fork_sentinel,
     fork_hold_sentinel,
-    exec_sentinel,
+    route_sentinel,
+    routed_sentinel,
     rlock__group_all,
     ping_sentinel,
     sub_connect_sentinel,

@@ -93,17 +93,22 @@ static void fork_hold_single(rlock_client *c, int take)
     rlock__node_fork_hold(of(c)->node, take);
 }
 
-static void exec_single(rlock_client *c, const rlock__req *req, int flags,
-                        rlock__results *res, rlock__call *call)
+static int route_single(rlock_client *c, const rlock__req *req, int flags,
+                        rlock__route *rt, rlock__results *res,
+                        rlock__call *call)
 {
     int64_t ms = c->opts.command_timeout_ms;
 
+    (void)res;
     /* With a WAIT behind the script, its reply may come sync_timeout_ms
      * later. */
     if (req->replicas > 0)
         ms += c->opts.sync_timeout_ms;
-    rlock__nodes_exec(&of(c)->node, 1, req, flags,
-                      rlock__call_until(call, (int)ms), res);
+    rt->nodes[0] = of(c)->node;
+    rt->n = 1;
+    rt->flags = flags;
+    rt->deadline_ns = rlock__call_until(call, (int)ms);
+    return RLOCK_OK;
 }
 
 static int ping_single(rlock_client *c, rlock_server_info *info,
@@ -140,7 +145,8 @@ const rlock__backend rlock__backend_single = {
     close_single,
     after_fork_single,
     fork_hold_single,
-    exec_single,
+    route_single,
+    rlock__routed_once,
     rlock__group_all,
     ping_single,
     sub_connect_single,

@@ -162,7 +162,7 @@ static int send(rlock_client *c, rlock__cleanup *j, int64_t bound)
         return 1;
     }
     rlock__call_init(&call, bound);
-    c->backend->exec(c, &req, RLOCK__X_BEHIND | RLOCK__X_BRIEF, &res, &call);
+    rlock__backend_exec(c, &req, RLOCK__X_BEHIND | RLOCK__X_BRIEF, &res, &call);
     for (i = 0; i < res.n; i++) {
         if (res.r[i].rc != RLOCK_OK && transient(&res.r[i]))
             again = 1;

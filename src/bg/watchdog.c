@@ -159,7 +159,7 @@ static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
         rlock__req_free(&req);
         return CAS_SCRIPT; /* out of memory here: nothing the server did */
     }
-    c->backend->exec(c, &req, RLOCK__X_BRIEF, &res, call);
+    rlock__backend_exec(c, &req, RLOCK__X_BRIEF, &res, call);
     round_sent(out, &res, t_send);
     for (k = 0; k < res.n; k++) {
         const rlock__result *r = &res.r[k];
@@ -212,7 +212,7 @@ static int renew_round(rlock_client *c, const renewal *rn, const int *idx,
     }
     t_send = rlock__now_ns();
     if (rlock__req_finish(&req) == RLOCK_OK) {
-        c->backend->exec(c, &req, RLOCK__X_BRIEF, &res, call);
+        rlock__backend_exec(c, &req, RLOCK__X_BRIEF, &res, call);
         round_sent(out, &res, t_send);
     } else {
         rlock__results_init(&res, 0);

@@ -42,7 +42,7 @@ int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
         rlock__results_init(res, 0);
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     }
-    c->backend->exec(c, req, flags, res, call);
+    rlock__backend_exec(c, req, flags, res, call);
     return RLOCK_OK;
 }
 
