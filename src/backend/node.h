@@ -118,7 +118,9 @@ void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
  * its end in poll(2) (and recv(2)); an event loop drives it from its own
  * callbacks. Nothing in an exchange blocks but rlock__xchg_start, which
  * may wait for a pooled connection while every one of a node's is busy
- * (wait_for_connection) and a node's mutex, held only for work in memory.
+ * (wait_for_connection), for a node's mutex (held only for work in
+ * memory), and for getaddrinfo(3) when a new connection's host is a name
+ * rather than an address (a later step resolves names ahead).
  *
  *     rlock__xchg x;
  *     rlock__xchg_start(&x, nodes, n, req, flags, deadline_ns, &res);
@@ -165,7 +167,9 @@ typedef struct rlock__xchg {
 } rlock__xchg;
 
 /* Starts the exchange: takes a connection of each node (or a new one,
- * connecting) and queues the request on it; nothing is written yet. */
+ * connecting) and queues the request on it; nothing is written yet, but
+ * for an undo (RLOCK__X_BEHIND) queued behind a node's owing
+ * connections, which is written there at once and not waited for. */
 void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
                        const rlock__req *req, int flags, int64_t deadline_ns,
                        rlock__results *res);
@@ -177,7 +181,10 @@ int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
                       int64_t *until_ns);
 
 /* The round was driven: every connection settled, or until_ns came.
- * Reads what the round brought. */
+ * Reads what the round brought. (A connection not settled that waits
+ * for no event, rlock__conn_events 0, would wait for replies to nothing:
+ * a driver should fail it, as rlock__net_run does, rather than wait for
+ * until_ns.) */
 void rlock__xchg_after(rlock__xchg *x);
 
 /* Opens a connection to each of nodes[0..n) at once, with its handshake,
