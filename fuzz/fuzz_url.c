@@ -143,10 +143,12 @@ static void check_shown(const char *s, int has_password)
     for (k = 0; k < keep && k < cap && cli.url_shown[k] == s[k]; k++)
         ;
     /* A masked value that itself starts with '*' matches the stars for a
-     * while: the mask starts before those. */
-    while (k < keep && k < cap && cli.url_shown[k] == '*' && k > 0 &&
-           s[k - 1] == '*' && cli.url_shown[k - 1] == '*')
-        k--;
+     * while, or for all three (the shown URL may end right after them):
+     * where the two differ before keep, the mask starts before the stars
+     * they share. */
+    if (k < keep && k < cap)
+        while (k > 0 && cli.url_shown[k - 1] == '*' && s[k - 1] == '*')
+            k--;
     if (k < keep && k < cap && cli.url_shown[k] == '*')
         FUZZ_CHECK(k > 0 && s[k - 1] == '=');
     else
