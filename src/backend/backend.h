@@ -28,6 +28,7 @@
 #include "core/call.h"
 #include "core/handles.h"
 #include "core/request.h"
+#include "core/step.h"
 #include "util/url.h"
 
 /* Each lock lives on one server (not on a quorum of copies): its re-entry
@@ -165,9 +166,61 @@ const rlock__backend *rlock__backend_for(const char *url);
 /* Runs req over c's deployment (route, an exchange, routed, a pause if
  * asked for, route again... until done), blocking: the exchanges in poll
  * on the calling thread, the pauses in clock_nanosleep. res gets
- * c->nnodes results. */
+ * c->nnodes results. It drives an rlock__bexec, below. */
 void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call);
+
+/*
+ * The same as an object that readiness and time advance, as rlock__xchg
+ * is for one exchange: whoever owns the thread drives it. A round is
+ * either an exchange's round (connections to drive, as rlock__xchg_round
+ * names them) or a pause the backend asked for (no connection: nothing
+ * to do until until_ns):
+ *
+ *     rlock__bexec b;
+ *     rlock__bexec_start(&b, c, req, flags, &res, call);
+ *     while (rlock__bexec_round(&b, conns, want, &n, &until_ns)) {
+ *         ... drive conns[0..n) until each is settled or until_ns comes
+ *         (n 0: a pause; a timer until_ns) ...
+ *         rlock__bexec_after(&b);
+ *     }
+ *
+ * When rlock__bexec_round returns 0, res and call are filled as
+ * rlock__backend_exec fills them. req, res and call are borrowed until
+ * then. What still blocks inside a round: rlock__xchg_start's (node.h),
+ * and asking a deployment where things are (Sentinel's resolve, a
+ * cluster's refresh), one connection each.
+ */
+typedef struct rlock__bexec {
+    rlock_client *c;
+    const rlock__req *req;
+    int flags;
+    int stage; /* common.c */
+    rlock__results *res;
+    rlock__call *call;
+    rlock__route rt;
+    rlock__xchg x;
+} rlock__bexec;
+
+void rlock__bexec_start(rlock__bexec *b, rlock_client *c, const rlock__req *req,
+                        int flags, rlock__results *res, rlock__call *call);
+/* The next round: 1 with conns[0..*n) and want[0..*n) (arrays of
+ * RLOCK__NODES_MAX; NULL for a node that is done) by *until_ns, *n 0 for
+ * a pause until *until_ns; or 0: done. */
+int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
+                       int *n, int64_t *until_ns);
+/* The round was driven (or the pause is over). */
+void rlock__bexec_after(rlock__bexec *b);
+
+/* A call in steps (core/step.h) asked for slot's request. Blocking:
+ * rlock__slot_run sends it over c's deployment and fills slot->rc and
+ * slot->res. On a loop: rlock__slot_start finishes the request and
+ * starts b (0 when it cannot be: out of memory, slot->rc and slot->res
+ * say so, and the call is stepped again at once); once b's rounds are
+ * over (rlock__bexec_round returned 0), slot->rc is RLOCK_OK and
+ * slot->res the results. */
+void rlock__slot_run(rlock__slot *slot, rlock_client *c);
+int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b);
 /* routed of a deployment whose request is one exchange over every node
  * the backend lists. */
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,

@@ -14,27 +14,119 @@
 #include "net/tls.h"
 #include "util/clock.h"
 
+/* Where an rlock__bexec is. */
+enum { BX_ROUTE, BX_PAUSE, BX_XCHG, BX_DONE };
+
+void rlock__bexec_start(rlock__bexec *b, rlock_client *c, const rlock__req *req,
+                        int flags, rlock__results *res, rlock__call *call)
+{
+    memset(&b->rt, 0, sizeof b->rt);
+    b->c = c;
+    b->req = req;
+    b->flags = flags;
+    b->res = res;
+    b->call = call;
+    b->stage = BX_ROUTE;
+}
+
+int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
+                       int *n, int64_t *until_ns)
+{
+    rlock_client *c = b->c;
+
+    for (;;) {
+        switch (b->stage) {
+        case BX_ROUTE:
+        case BX_PAUSE:
+            /* A pause the backend asked for (a cluster's TRYAGAIN) is a
+             * round of its own: a timer, not a sleep. */
+            if (b->stage == BX_ROUTE && b->rt.not_before > rlock__now_ns()) {
+                b->stage = BX_PAUSE;
+                *n = 0;
+                *until_ns = b->rt.not_before;
+                return 1;
+            }
+            if (c->backend->route(c, b->req, b->flags, &b->rt, b->res,
+                                  b->call) != RLOCK_OK) {
+                b->stage = BX_DONE;
+                return 0;
+            }
+            b->rt.sent_ns = rlock__now_ns();
+            b->rt.exchanges++;
+            rlock__xchg_start(&b->x, b->rt.nodes, b->rt.n, b->req, b->rt.flags,
+                              b->rt.deadline_ns, b->res);
+            b->stage = BX_XCHG;
+            break;
+        case BX_XCHG:
+            if (rlock__xchg_round(&b->x, conns, want, until_ns)) {
+                *n = b->x.n;
+                return 1;
+            }
+            if (c->backend->routed(c, b->req, &b->rt, b->res, b->call) ==
+                RLOCK__ROUTE_DONE) {
+                b->stage = BX_DONE;
+                return 0;
+            }
+            b->stage = BX_ROUTE;
+            break;
+        default:
+            return 0;
+        }
+    }
+}
+
+void rlock__bexec_after(rlock__bexec *b)
+{
+    if (b->stage == BX_XCHG)
+        rlock__xchg_after(&b->x);
+    else if (b->stage == BX_PAUSE)
+        b->stage = BX_ROUTE;
+}
+
 void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call)
 {
-    rlock__route rt;
+    rlock__bexec b;
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int64_t until;
+    int n;
 
-    memset(&rt, 0, sizeof rt);
-    for (;;) {
-        if (rt.not_before > rlock__now_ns()) {
-            struct timespec ts = rlock__timespec(rt.not_before);
+    rlock__bexec_start(&b, c, req, flags, res, call);
+    while (rlock__bexec_round(&b, conns, want, &n, &until)) {
+        if (n > 0) {
+            rlock__net_run(conns, n, want, until);
+        } else {
+            struct timespec ts = rlock__timespec(until);
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
                    EINTR)
                 ;
         }
-        if (c->backend->route(c, req, flags, &rt, res, call) != RLOCK_OK)
-            return;
-        rt.sent_ns = rlock__now_ns();
-        rt.exchanges++;
-        rlock__nodes_exec(rt.nodes, rt.n, req, rt.flags, rt.deadline_ns, res);
-        if (c->backend->routed(c, req, &rt, res, call) == RLOCK__ROUTE_DONE)
-            return;
+        rlock__bexec_after(&b);
     }
+}
+
+int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b)
+{
+    if (rlock__req_finish(&slot->req) != RLOCK_OK) {
+        rlock__results_init(&slot->res, 0);
+        slot->rc = rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
+        return 0;
+    }
+    slot->rc = RLOCK_OK;
+    rlock__bexec_start(b, c, &slot->req, slot->flags, &slot->res, slot->call);
+    return 1;
+}
+
+void rlock__slot_run(rlock__slot *slot, rlock_client *c)
+{
+    if (rlock__req_finish(&slot->req) != RLOCK_OK) {
+        rlock__results_init(&slot->res, 0);
+        slot->rc = rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    slot->rc = RLOCK_OK;
+    rlock__backend_exec(c, &slot->req, slot->flags, &slot->res, slot->call);
 }
 
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,

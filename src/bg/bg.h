@@ -23,6 +23,7 @@
 #include "core/call.h"
 #include "core/handles.h"
 #include "core/owner.h"
+#include "core/step.h"
 #include "bg/driver.h"
 #include "bg/notify.h"
 #include "net/conn.h"
@@ -81,6 +82,32 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next);
 void rlock__cleanup_step(rlock_client *c, int64_t *next);
 void rlock__sub_step(rlock_client *c, int64_t *next);
 
+/* The watchdog's renewals that are due, as a call in steps (core/step.h)
+ * for a driver of the steps' own (rlock__watchdog_step drives one on the
+ * background thread): begin collects the holds due and marks them
+ * renewing (mu held; NULL: none is due, or out of memory); step, with mu
+ * held, asks for a request at a time (RLOCK__STEP_SEND: the driver
+ * releases mu while it runs) until RLOCK__STEP_DONE, by when every hold
+ * it renewed, failed to renew or found gone is recorded; end frees it. */
+typedef struct rlock__renew_op rlock__renew_op;
+rlock__renew_op *rlock__renew_begin(rlock_client *c);
+int rlock__renew_step(rlock__renew_op *o, rlock__slot **slot);
+void rlock__renew_end(rlock__renew_op *o);
+
+/* The cleanup step as a call in steps, the same way (rlock__cleanup_step
+ * drives one): begin (mu held) starts it, lowering *next (which must
+ * outlive it) as the step would; step asks for one undo at a time. Its
+ * struct is the caller's (it holds a request's slot). */
+typedef struct rlock__cleanup_op {
+    rlock_client *c;
+    int64_t began, now;
+    int64_t *next;
+    rlock__cleanup *j; /* sent, off the list while mu is released */
+    rlock__call call;
+    rlock__slot s;
+} rlock__cleanup_op;
+void rlock__cleanup_begin(rlock_client *c, rlock__cleanup_op *o, int64_t *next);
+int rlock__cleanup_op_step(rlock__cleanup_op *o, rlock__slot **slot);
 
 /* ---- the subscriber (subscriber.c) --------------------------------------- */
 

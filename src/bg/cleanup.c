@@ -146,81 +146,106 @@ void rlock__undo_hold_later(rlock_client *c, const rlock__hold *h)
         job_queue(c, j);
 }
 
-/* Sends j's undo (mu not held): 1 if it must be tried again. */
-static int send(rlock_client *c, rlock__cleanup *j, int64_t bound)
+/* j's undo as a request in slot s, by bound (a driver runs it). */
+static void job_request(rlock__cleanup *j, rlock__slot *s, rlock__call *call,
+                        int64_t bound)
 {
-    rlock__results res;
-    rlock__call call;
-    rlock__req req;
-    int i, again = 0;
-
     j->shadow.layout->cancel(&j->shadow, j->owner, j->owner_len, j->nonce,
-                             &req);
-    req.tag = j->nonce;
-    if (rlock__req_finish(&req) != RLOCK_OK) {
-        rlock__req_free(&req);
-        return 1;
-    }
-    rlock__call_init(&call, bound);
-    rlock__backend_exec(c, &req, RLOCK__X_BEHIND | RLOCK__X_BRIEF, &res, &call);
-    for (i = 0; i < res.n; i++) {
-        if (res.r[i].rc != RLOCK_OK && transient(&res.r[i]))
+                             &s->req);
+    s->req.tag = j->nonce;
+    s->flags = RLOCK__X_BEHIND | RLOCK__X_BRIEF;
+    rlock__call_init(call, bound);
+    s->call = call;
+}
+
+/* What came of j's undo: 1 if it must be tried again. */
+static int job_read(rlock__cleanup *j, rlock__slot *s)
+{
+    int i, again = s->rc != RLOCK_OK; /* not sent: out of memory */
+
+    for (i = 0; i < s->res.n; i++) {
+        if (s->res.r[i].rc != RLOCK_OK && transient(&s->res.r[i]))
             again = 1;
-        if (!j->said && (res.r[i].sent || res.r[i].rc == RLOCK_OK)) {
+        if (!j->said && (s->res.r[i].sent || s->res.r[i].rc == RLOCK_OK)) {
             j->said = 1;
             rlock__undo_sent(&j->shadow, j->owner, RLOCK_EVF_LATER);
         }
     }
-    rlock__results_free(&res);
-    rlock__req_free(&req);
+    rlock__results_free(&s->res);
+    rlock__req_free(&s->req);
     return again;
 }
 
 /*
- * Sends each undo that was due when the step began, once. Against a
- * server that does not answer, each send takes a whole request timeout:
- * an undo that came due again meanwhile waits for the next step, and the
- * step ends early when the client is closing or other work (a renewal) is
- * due, so that neither the watchdog nor rlock_client_close waits for a
- * queue of undos that keep failing (they did, for up to a lease).
+ * Sends each undo that was due when the step began, once, as a call in
+ * steps (core/step.h; stepped with mu held, released by the driver
+ * around each request). Against a server that does not answer, each send
+ * takes a whole request timeout: an undo that came due again meanwhile
+ * waits for the next step, and the step ends early when the client is
+ * closing or other work (a renewal) is due, so that neither the watchdog
+ * nor rlock_client_close waits for a queue of undos that keep failing
+ * (they did, for up to a lease).
  */
-void rlock__cleanup_step(rlock_client *c, int64_t *next)
+void rlock__cleanup_begin(rlock_client *c, rlock__cleanup_op *o, int64_t *next)
 {
-    const int64_t began = rlock__now_ns();
-    int64_t now = began;
+    o->c = c;
+    o->began = o->now = rlock__now_ns();
+    o->next = next;
+    o->j = NULL;
+}
+
+int rlock__cleanup_op_step(rlock__cleanup_op *o, rlock__slot **slot)
+{
+    rlock_client *c = o->c;
     rlock__cleanup **p = &c->bg->cleanups, *j;
 
-    while ((j = *p) != NULL) {
-        int64_t bound;
-        int again;
-
-        if (j->next_at > began) {
-            *next = rlock__earlier(*next, j->next_at);
-            p = &j->next;
-            continue;
-        }
-        if (c->bg->stop || (now > began && *next <= now)) {
-            /* Still due: the loop comes back at once. */
-            *next = now;
-            return;
-        }
-        *p = j->next; /* taken off the list while mu is released */
-        bound = rlock__holds_end(&c->holds, c->shortest_lease_ms);
-        pthread_mutex_unlock(&c->mu);
-        again = send(c, j, bound);
-        pthread_mutex_lock(&c->mu);
+    if ((j = o->j) != NULL) {
+        int again = job_read(j, &o->s);
+        o->j = NULL;
         /* A server that is paused or unreachable for a while (longer than
          * a few tries) must not leave a lock it granted late to expire on
          * its own: keep trying as long as it would live. */
-        now = rlock__now_ns();
-        if (again && now < j->give_up_at) {
-            j->next_at = now + SPACING_MS * RLOCK__NS_PER_MS;
+        o->now = rlock__now_ns();
+        if (again && o->now < j->give_up_at) {
+            j->next_at = o->now + SPACING_MS * RLOCK__NS_PER_MS;
             j->next = c->bg->cleanups;
             c->bg->cleanups = j;
         } else {
             job_free(j);
         }
-        p = &c->bg->cleanups; /* the list may have changed meanwhile */
+        /* (From the head again: the list may have changed meanwhile.) */
+    }
+    while ((j = *p) != NULL) {
+        if (j->next_at > o->began) {
+            *o->next = rlock__earlier(*o->next, j->next_at);
+            p = &j->next;
+            continue;
+        }
+        if (c->bg->stop || (o->now > o->began && *o->next <= o->now)) {
+            /* Still due: the loop comes back at once. */
+            *o->next = o->now;
+            return RLOCK__STEP_DONE;
+        }
+        *p = j->next;
+        o->j = j;
+        job_request(j, &o->s, &o->call,
+                    rlock__holds_end(&c->holds, c->shortest_lease_ms));
+        *slot = &o->s;
+        return RLOCK__STEP_SEND;
+    }
+    return RLOCK__STEP_DONE;
+}
+
+void rlock__cleanup_step(rlock_client *c, int64_t *next)
+{
+    rlock__cleanup_op o;
+    rlock__slot *slot;
+
+    rlock__cleanup_begin(c, &o, next);
+    while (rlock__cleanup_op_step(&o, &slot) == RLOCK__STEP_SEND) {
+        pthread_mutex_unlock(&c->mu);
+        rlock__slot_run(slot, c);
+        pthread_mutex_lock(&c->mu);
     }
 }
 

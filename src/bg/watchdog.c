@@ -23,6 +23,7 @@
  * of an owner the application freed are forgotten: no longer renewed, their
  * keys expire.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,197 +111,188 @@ typedef struct outcome {
     int state[RENEW_BATCH];
     int64_t sent_at[RENEW_BATCH];
     long long acks[RENEW_BATCH];
+    int idx[RENEW_BATCH]; /* the holds a script round is for */
     int unanswered;
     int64_t first_sent;
 } outcome;
 
-/* Notes what a round's results say of the batch's requests: when they
- * left, and whether a node left one unanswered. */
-static void round_sent(outcome *out, const rlock__results *res,
-                       int64_t t_send)
-{
-    int k;
-
-    if (!out->first_sent)
-        out->first_sent = t_send;
-    for (k = 0; k < res->n; k++)
-        out->unanswered |= rlock__result_unknown(&res->r[k]);
-}
-
 /* What the native round leaves to the script round. */
 enum { CAS_SCRIPT, CAS_REFUSED, CAS_NO_REPLY };
 
-/* The batch as one pipeline of native compare-and-set renewals (the
- * layout's renew_cas), one round trip. Holds renewed on a majority are
- * settled in out; the others (their value not the calm one the client
- * knows: waiters queued, or the hold gone) are left to the script
- * (CAS_SCRIPT). CAS_REFUSED: a server said it cannot renew so, and the
- * script takes every hold of the batch; CAS_NO_REPLY: no node answered
- * (down, or slower than the deadline, which the script round would then
- * wait for again): nothing more this time, the holds are retried soon. */
-static int renew_cas(rlock_client *c, const renewal *rn, int n, int replicas,
-                     rlock__call *call, outcome *out)
+static int by_group(const void *a, const void *b)
 {
-    const rlock__layout *lay = rn[0].lay;
-    rlock__results res;
-    rlock__req req;
-    int i, k, refused = 0, answered = 0, ok[RLOCK__NODES_MAX] = {0};
-    int64_t t_send;
-    long long acks;
+    const renewal *x = a, *y = b;
 
-    rlock__req_init(&req, lay->renew_cas);
-    req.replicas = replicas;
-    for (i = 0; i < n; i++)
-        lay->renew_cas_add(&req, rn[i].key, rn[i].key_len, rn[i].owner,
+    if (x->script != y->script)
+        return x->script < y->script ? -1 : 1;
+    return x->group - y->group;
+}
+
+/*
+ * The renewals that are due, as a call in steps (core/step.h) over the
+ * batches: per batch, the native compare-and-set pipeline where the
+ * layout has one, then the renewal script for the holds it left (and on
+ * a cluster whose slot is moving, each hold alone), then what the
+ * answers mean for the holds. Stepped with mu held; a driver releases mu
+ * around each request (renew_due: the background thread; an event loop,
+ * later, the same way).
+ */
+struct rlock__renew_op {
+    rlock_client *c;
+    renewal *rn; /* every hold due, grouped */
+    int n;
+    int64_t t_step; /* when the step that collected them began */
+    int64_t bound;  /* the round trips' deadline (rlock__holds_end, a walk
+                       of every hold, so computed once) */
+    int off, len;   /* the batch rn[off..off+len) */
+    int stage;
+    int replicas, left, failed;
+    int m, j; /* the script's holds: out->idx[0..m); the one alone */
+    int64_t t_send;
+    outcome *out;
+    rlock__call call;
+    rlock__slot s;
+};
+typedef rlock__renew_op renew_op;
+
+enum { RN_BATCH, RN_CAS, RN_SCRIPT, RN_ONE, RN_APPLY, RN_DONE };
+
+/* The batch as one pipeline of native compare-and-set renewals (the
+ * layout's renew_cas), one round trip. */
+static void cas_request(renew_op *o)
+{
+    const renewal *rn = o->rn + o->off;
+    const rlock__layout *lay = rn[0].lay;
+    int i;
+
+    rlock__req_init(&o->s.req, lay->renew_cas);
+    o->s.req.replicas = o->replicas;
+    for (i = 0; i < o->len; i++)
+        lay->renew_cas_add(&o->s.req, rn[i].key, rn[i].key_len, rn[i].owner,
                            rn[i].owner_len, rn[i].id, rn[i].count, rn[i].token,
                            rn[i].lease_ms);
-    t_send = rlock__now_ns();
-    if (rlock__req_finish(&req) != RLOCK_OK) {
-        rlock__req_free(&req);
+}
+
+/* Notes what a round's results say of the batch's requests: when they
+ * left, and whether a node left one unanswered (a request that could not
+ * be built was never sent). */
+static void round_sent(renew_op *o)
+{
+    int k;
+
+    if (o->s.rc != RLOCK_OK)
+        return;
+    if (!o->out->first_sent)
+        o->out->first_sent = o->t_send;
+    for (k = 0; k < o->s.res.n; k++)
+        o->out->unanswered |= rlock__result_unknown(&o->s.res.r[k]);
+}
+
+/* The pipeline's answers. Holds renewed on a majority are settled in
+ * out; the others (their value not the calm one the client knows:
+ * waiters queued, or the hold gone) are left to the script (CAS_SCRIPT).
+ * CAS_REFUSED: a server said it cannot renew so, and the script takes
+ * every hold of the batch; CAS_NO_REPLY: no node answered (down, or
+ * slower than the deadline, which the script round would then wait for
+ * again): nothing more this time, the holds are retried soon. */
+static int cas_read(renew_op *o)
+{
+    rlock_client *c = o->c;
+    const rlock__results *res = &o->s.res;
+    outcome *out = o->out;
+    int i, k, refused = 0, answered = 0, ok[RLOCK__NODES_MAX] = {0};
+    long long acks;
+
+    if (o->s.rc != RLOCK_OK) {
+        rlock__results_free(&o->s.res);
+        rlock__req_free(&o->s.req);
         return CAS_SCRIPT; /* out of memory here: nothing the server did */
     }
-    rlock__backend_exec(c, &req, RLOCK__X_BRIEF, &res, call);
-    round_sent(out, &res, t_send);
-    for (k = 0; k < res.n; k++) {
-        const rlock__result *r = &res.r[k];
+    round_sent(o);
+    for (k = 0; k < res->n; k++) {
+        const rlock__result *r = &res->r[k];
         ok[k] = r->rc == RLOCK_OK &&
-                rlock__parse_renew_cas(r->replies, r->nreplies, (size_t)n) ==
-                    RLOCK_OK;
+                rlock__parse_renew_cas(r->replies, r->nreplies,
+                                       (size_t)o->len) == RLOCK_OK;
         answered += r->nreplies > 0;
         if (!ok[k] && r->nreplies > 0 &&
             rlock__cas_refused(r->replies, r->nreplies))
             refused = 1;
     }
-    acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
-    for (i = 0; !refused && i < n; i++) {
+    acks = res->n > 0 && ok[0] ? res->r[0].acks : 0;
+    for (i = 0; !refused && i < o->len; i++) {
         int renewed = 0;
-        for (k = 0; k < res.n; k++)
-            renewed += ok[k] && rlock__cas_renewed(res.r[k].replies, (size_t)i);
+        for (k = 0; k < res->n; k++)
+            renewed +=
+                ok[k] && rlock__cas_renewed(res->r[k].replies, (size_t)i);
         if (renewed >= c->quorum) {
             out->state[i] = 1;
-            out->sent_at[i] = t_send;
+            out->sent_at[i] = o->t_send;
             out->acks[i] = acks;
         }
     }
-    rlock__results_free(&res);
-    rlock__req_free(&req);
+    rlock__results_free(&o->s.res);
+    rlock__req_free(&o->s.req);
     return refused ? CAS_REFUSED : answered ? CAS_SCRIPT : CAS_NO_REPLY;
 }
 
-/* One renewal script for the holds idx[0..m) of the batch. 1 if the
- * deployment answered that it cannot serve them now (RLOCK_EUNAVAILABLE),
- * else 0. */
-static int renew_round(rlock_client *c, const renewal *rn, const int *idx,
-                       int m, int replicas, rlock__call *call, outcome *out)
+/* One renewal script for the holds idx[0..m) of the batch. */
+static void script_request(renew_op *o, const int *idx, int m)
 {
-    rlock__results res;
-    rlock__req req;
-    int i, j, unavailable, ok[RLOCK__NODES_MAX] = {0};
-    int64_t t_send;
-    long long acks;
+    const renewal *rn = o->rn + o->off;
+    int j;
 
-    rlock__req_init(&req, rn[idx[0]].script);
-    req.replicas = replicas;
+    rlock__req_init(&o->s.req, rn[idx[0]].script);
+    o->s.req.replicas = o->replicas;
     for (j = 0; j < m; j++)
-        rlock__req_key(&req, rn[idx[j]].key, rn[idx[j]].key_len);
+        rlock__req_key(&o->s.req, rn[idx[j]].key, rn[idx[j]].key_len);
     for (j = 0; j < m; j++) {
         const renewal *r = &rn[idx[j]];
-        rlock__req_arg(&req, r->owner, r->owner_len);
-        rlock__req_argu(&req, r->id);
-        rlock__req_argu(&req, r->token);
-        rlock__req_argi(&req, r->lease_ms);
+        rlock__req_arg(&o->s.req, r->owner, r->owner_len);
+        rlock__req_argu(&o->s.req, r->id);
+        rlock__req_argu(&o->s.req, r->token);
+        rlock__req_argi(&o->s.req, r->lease_ms);
     }
-    t_send = rlock__now_ns();
-    if (rlock__req_finish(&req) == RLOCK_OK) {
-        rlock__backend_exec(c, &req, RLOCK__X_BRIEF, &res, call);
-        round_sent(out, &res, t_send);
-    } else {
-        rlock__results_init(&res, 0);
-    }
-    for (i = 0; i < res.n; i++)
-        ok[i] = res.r[i].rc == RLOCK_OK &&
-                rlock__parse_renew(res.r[i].reply, (size_t)m) == RLOCK_OK;
+}
+
+/* The script's answers for the holds idx[0..m): 1 if the deployment
+ * answered that it cannot serve them now (RLOCK_EUNAVAILABLE). */
+static int script_read(renew_op *o, const int *idx, int m)
+{
+    rlock_client *c = o->c;
+    const rlock__results *res = &o->s.res;
+    outcome *out = o->out;
+    int i, j, unavailable, ok[RLOCK__NODES_MAX] = {0};
+    long long acks;
+
+    round_sent(o);
+    for (i = 0; i < res->n; i++)
+        ok[i] = res->r[i].rc == RLOCK_OK &&
+                rlock__parse_renew(res->r[i].reply, (size_t)m) == RLOCK_OK;
     /* WAIT goes with the one-server backends: the first node's. */
-    acks = res.n > 0 && ok[0] ? res.r[0].acks : 0;
+    acks = res->n > 0 && ok[0] ? res->r[0].acks : 0;
     for (j = 0; j < m; j++) {
-        out->state[idx[j]] = res.n > 0 ? tally(c, &res, ok, (size_t)j) : -1;
-        out->sent_at[idx[j]] = t_send;
+        out->state[idx[j]] = res->n > 0 ? tally(c, res, ok, (size_t)j) : -1;
+        out->sent_at[idx[j]] = o->t_send;
         out->acks[idx[j]] = acks;
     }
-    unavailable = res.n > 0 && res.r[0].rc == RLOCK_EUNAVAILABLE;
-    rlock__results_free(&res);
-    rlock__req_free(&req);
+    unavailable = res->n > 0 && res->r[0].rc == RLOCK_EUNAVAILABLE;
+    rlock__results_free(&o->s.res);
+    rlock__req_free(&o->s.req);
     return unavailable;
 }
 
-/* The renewal script for the holds of the batch not settled yet. Where
- * the holds of a batch share a slot that can migrate (RLOCK__BK_SLOTS), a
- * script naming several of their keys is refused while the keys are split
- * between the two nodes (TRYAGAIN, which the background does not wait
- * for), and would be until the migration moved them all, however long the
- * leases; a script naming one key is always served (on the importing node
- * after ASK): each hold is then renewed alone. */
-static void renew_script(rlock_client *c, const renewal *rn, int n,
-                         int replicas, rlock__call *call, outcome *out)
+/* What the batch's answers mean for its holds (mu held). */
+static void batch_apply(renew_op *o)
 {
-    int i, j, m = 0, idx[RENEW_BATCH];
+    rlock_client *c = o->c;
+    const renewal *rn = o->rn + o->off;
+    outcome *out = o->out;
+    int i;
 
-    for (i = 0; i < n; i++)
-        if (out->state[i] < 0)
-            idx[m++] = i;
-    if (m == 0)
-        return;
-    if (renew_round(c, rn, idx, m, replicas, call, out) && m > 1 &&
-        (c->backend->flags & RLOCK__BK_SLOTS))
-        for (j = 0; j < m; j++)
-            renew_round(c, rn, idx + j, 1, replicas, call, out);
-}
-
-/* Sends one batch; mu is released meanwhile. t_step: when the step that
- * collected it began; bound: the round trip's deadline (rlock__holds_end,
- * a walk of every hold, so computed once per step). Where the layout has
- * a native compare-and-set renewal and the servers took it last time,
- * that goes first, and the script follows for the holds it left. */
-static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
-                        int64_t bound)
-{
-    outcome *out = malloc(sizeof *out);
-    rlock__call call;
-    int i, replicas = 0, cas, left = CAS_SCRIPT, failed = 0;
-
-    if (!out) {
-        /* Out of memory: try again soon, as after a failed round trip. */
-        for (i = 0; i < n; i++) {
-            rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
-            if (h) {
-                h->renewing = 0;
-                h->renew_at = rlock__now_ns() + 10 * RLOCK__NS_PER_MS;
-            }
-        }
-        pthread_cond_broadcast(&c->state_cv);
-        return;
-    }
-    /* One WAIT covers the batch: the most any of its holds asks for. */
-    for (i = 0; i < n; i++) {
-        if (rn[i].replicas > replicas)
-            replicas = rn[i].replicas;
-        out->state[i] = -1;
-    }
-    out->unanswered = 0;
-    out->first_sent = 0;
-    cas = rn[0].lay->renew_cas && rlock__now_ns() >= c->cas_paused_until;
-    rlock__call_init(&call, bound);
-    pthread_mutex_unlock(&c->mu);
-
-    if (cas)
-        left = renew_cas(c, rn, n, replicas, &call, out);
-    if (left != CAS_NO_REPLY)
-        renew_script(c, rn, n, replicas, &call, out);
-    pthread_mutex_lock(&c->mu);
-    if (left == CAS_REFUSED)
+    if (o->left == CAS_REFUSED)
         c->cas_paused_until = rlock__now_ns() + CAS_PAUSE_NS;
-
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < o->len; i++) {
         rlock__hold *h = rlock__hold_by_serial(&c->holds, rn[i].serial);
         int renewed = out->state[i];
         int64_t lease = rn[i].lease_ms;
@@ -308,7 +300,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
             continue; /* unlocked or freed meanwhile */
         h->renewing = 0;
         if (renewed < 0 || (renewed && out->acks[i] < rn[i].replicas)) {
-            failed++;
+            o->failed++;
             rlock__obs_count(c->obs, RLOCK__ST_RENEWAL_FAILURES);
             /* Failed, or (sync_replicas) renewed on the master only,
              * which a failover could undo, so it does not move the lease
@@ -341,7 +333,7 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
              * for the later batches), so that the holds renewed together
              * stay together and the next step again sends full batches. */
             h->renew_at = rlock__hold_renew_due(
-                h, t_step + counted * RLOCK__NS_PER_MS / 3);
+                h, o->t_step + counted * RLOCK__NS_PER_MS / 3);
             rlock__hold_leased(h, RLOCK_EV_RENEWED, RLOCK__ST_RENEWALS, lease);
         } else if (!h->releasing) {
             rlock__bg_lose(c, h, RLOCK_LOST_GONE,
@@ -350,37 +342,168 @@ static void renew_batch(rlock_client *c, renewal *rn, int n, int64_t t_step,
         if (out->unanswered)
             rlock__hold_owe(h, lease);
     }
-    free(out);
-    if (failed)
+    if (o->failed)
         rlock__obs_log(c->obs, RLOCK_LOG_WARN,
                        "renewal of %d hold%s got no confirmed answer; tried "
                        "again until the lease ends: %s",
-                       failed, failed == 1 ? "" : "s",
-                       call.err.msg[0] ? call.err.msg
-                                       : "too few replicas acknowledged it");
+                       o->failed, o->failed == 1 ? "" : "s",
+                       o->call.err.msg[0] ? o->call.err.msg
+                                          : "too few replicas acknowledged it");
     pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
 }
 
-static int by_group(const void *a, const void *b)
+/* Out of memory for a batch's outcome: its holds are tried again soon,
+ * as after a failed round trip (mu held). */
+static void batch_later(renew_op *o)
 {
-    const renewal *x = a, *y = b;
+    rlock_client *c = o->c;
+    int i;
 
-    if (x->script != y->script)
-        return x->script < y->script ? -1 : 1;
-    return x->group - y->group;
+    for (i = 0; i < o->len; i++) {
+        rlock__hold *h =
+            rlock__hold_by_serial(&c->holds, o->rn[o->off + i].serial);
+        if (h) {
+            h->renewing = 0;
+            h->renew_at = rlock__now_ns() + 10 * RLOCK__NS_PER_MS;
+        }
+    }
+    pthread_cond_broadcast(&c->state_cv);
 }
 
-static void renew_due(rlock_client *c)
+/* The next batch begins (mu held): 0 when there is none. */
+static int batch_begin(renew_op *o)
+{
+    renewal *rn;
+    int i;
+
+    o->off += o->len;
+    if (o->off >= o->n)
+        return 0;
+    rn = o->rn + o->off;
+    o->len = 1;
+    while (o->off + o->len < o->n && o->len < RENEW_BATCH &&
+           by_group(&rn[o->len], &rn[0]) == 0)
+        o->len++;
+    if (!o->out) {
+        batch_later(o);
+        return batch_begin(o);
+    }
+    o->replicas = 0;
+    o->failed = 0;
+    o->left = CAS_SCRIPT;
+    /* One WAIT covers the batch: the most any of its holds asks for. */
+    for (i = 0; i < o->len; i++) {
+        if (rn[i].replicas > o->replicas)
+            o->replicas = rn[i].replicas;
+        o->out->state[i] = -1;
+    }
+    o->out->unanswered = 0;
+    o->out->first_sent = 0;
+    rlock__call_init(&o->call, o->bound);
+    return 1;
+}
+
+/* The script round for the holds of the batch not settled yet: 0 when
+ * there are none. */
+static int script_begin(renew_op *o)
+{
+    int i;
+
+    o->m = 0;
+    for (i = 0; i < o->len; i++)
+        if (o->out->state[i] < 0)
+            o->out->idx[o->m++] = i;
+    if (o->m == 0)
+        return 0;
+    script_request(o, o->out->idx, o->m);
+    return 1;
+}
+
+/* Asks for slot s, its request built. */
+static int send_slot(renew_op *o, int stage, rlock__slot **slot)
+{
+    o->s.flags = RLOCK__X_BRIEF;
+    o->s.call = &o->call;
+    o->t_send = rlock__now_ns();
+    o->stage = stage;
+    *slot = &o->s;
+    return RLOCK__STEP_SEND;
+}
+
+static int renew_step(renew_op *o, rlock__slot **slot)
+{
+    rlock_client *c = o->c;
+
+    for (;;) {
+        switch (o->stage) {
+        case RN_BATCH:
+            if (!batch_begin(o)) {
+                o->stage = RN_DONE;
+                return RLOCK__STEP_DONE;
+            }
+            if (o->rn[o->off].lay->renew_cas &&
+                rlock__now_ns() >= c->cas_paused_until) {
+                cas_request(o);
+                return send_slot(o, RN_CAS, slot);
+            }
+            if (script_begin(o))
+                return send_slot(o, RN_SCRIPT, slot);
+            o->stage = RN_APPLY;
+            break;
+        case RN_CAS:
+            o->left = cas_read(o);
+            if (o->left != CAS_NO_REPLY && script_begin(o))
+                return send_slot(o, RN_SCRIPT, slot);
+            o->stage = RN_APPLY;
+            break;
+        case RN_SCRIPT:
+            /* Where the holds of a batch share a slot that can migrate
+             * (RLOCK__BK_SLOTS), a script naming several of their keys is
+             * refused while the keys are split between the two nodes
+             * (TRYAGAIN, which the background does not wait for), and
+             * would be until the migration moved them all, however long
+             * the leases; a script naming one key is always served (on
+             * the importing node after ASK): each hold is then renewed
+             * alone. */
+            if (script_read(o, o->out->idx, o->m) && o->m > 1 &&
+                (c->backend->flags & RLOCK__BK_SLOTS)) {
+                o->j = 0;
+                script_request(o, o->out->idx, 1);
+                return send_slot(o, RN_ONE, slot);
+            }
+            o->stage = RN_APPLY;
+            break;
+        case RN_ONE:
+            script_read(o, o->out->idx + o->j, 1);
+            if (++o->j < o->m) {
+                script_request(o, o->out->idx + o->j, 1);
+                return send_slot(o, RN_ONE, slot);
+            }
+            o->stage = RN_APPLY;
+            break;
+        case RN_APPLY:
+            batch_apply(o);
+            o->stage = RN_BATCH;
+            break;
+        default:
+            return RLOCK__STEP_DONE;
+        }
+    }
+}
+
+/* Collects every hold that is due or will be within half a period
+ * (renewing a little early costs nothing) into o (mu held); they go out
+ * in script calls of RENEW_BATCH, one after the other. */
+static void renew_collect(rlock_client *c, renew_op *o)
 {
     renewal *rn = NULL;
     rlock__hold *h;
     int n = 0, cap = 0, off, mixed = 0;
-    int64_t bound;
     int64_t now = rlock__now_ns();
 
-    /* One walk collects every hold that is due or will be within half a
-     * period (renewing a little early costs nothing); they go out in
-     * script calls of RENEW_BATCH, one after the other. */
+    memset(o, 0, offsetof(renew_op, s));
+    o->c = c;
+    o->t_step = now;
     for (h = c->holds.list; h; h = h->next) {
         rlock_mutex *m = h->m;
         if (!may_renew(h) || h->renew_at > now + period_ns(h) / 2)
@@ -422,18 +545,62 @@ static void renew_due(rlock_client *c)
         mixed |= by_group(&rn[off], &rn[0]) != 0;
     if (mixed)
         qsort(rn, (size_t)n, sizeof *rn, by_group);
-    bound = n > 0 ? rlock__holds_end(&c->holds, c->shortest_lease_ms) : 0;
-    for (off = 0; off < n;) {
-        int len = 1;
-        while (off + len < n && len < RENEW_BATCH &&
-               by_group(&rn[off + len], &rn[off]) == 0)
-            len++;
-        renew_batch(c, rn + off, len, now, bound);
-        off += len;
+    o->rn = rn;
+    o->n = n;
+    o->bound = n > 0 ? rlock__holds_end(&c->holds, c->shortest_lease_ms) : 0;
+    o->out = n > 0 ? malloc(sizeof *o->out) : NULL;
+    o->stage = RN_BATCH;
+}
+
+static void renew_free(renew_op *o)
+{
+    while (o->n-- > 0)
+        free(o->rn[o->n].key);
+    free(o->rn);
+    free(o->out);
+}
+
+rlock__renew_op *rlock__renew_begin(rlock_client *c)
+{
+    renew_op *o = malloc(sizeof *o);
+
+    if (!o)
+        return NULL; /* out of memory: the next step tries again */
+    renew_collect(c, o);
+    if (o->n == 0) {
+        renew_free(o);
+        free(o);
+        return NULL;
     }
-    while (n-- > 0)
-        free(rn[n].key);
-    free(rn);
+    return o;
+}
+
+int rlock__renew_step(rlock__renew_op *o, rlock__slot **slot)
+{
+    return renew_step(o, slot);
+}
+
+void rlock__renew_end(rlock__renew_op *o)
+{
+    renew_free(o);
+    free(o);
+}
+
+/* The renewals that are due, driven on this thread: mu is released
+ * around each request. */
+static void renew_due(rlock_client *c)
+{
+    renew_op *o = rlock__renew_begin(c);
+    rlock__slot *slot;
+
+    if (!o)
+        return;
+    while (renew_step(o, &slot) == RLOCK__STEP_SEND) {
+        pthread_mutex_unlock(&c->mu);
+        rlock__slot_run(slot, c);
+        pthread_mutex_lock(&c->mu);
+    }
+    rlock__renew_end(o);
 }
 
 /* Holds whose lease ended unrenewed are lost; holds of owners the

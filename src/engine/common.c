@@ -14,6 +14,7 @@
 #include "core/handles.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
+#include "engine/ops.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 
@@ -104,6 +105,19 @@ rlock__hold *rlock__hold_quiet(rlock__call *call, rlock_mutex *m,
     return h;
 }
 
+rlock__hold *rlock__hold_quiet_now(rlock__call *call, rlock_mutex *m,
+                                   uint64_t owner, int *wait)
+{
+    rlock__hold *h = rlock__hold_find(&m->c->holds, m, owner);
+
+    *wait = 0;
+    if (h && (h->renewing || h->extending)) {
+        *wait = rlock__now_ns() >= call->deadline_ns ? -1 : 1;
+        return NULL;
+    }
+    return h;
+}
+
 void rlock__hold_settled(rlock_client *c, uint64_t serial)
 {
     rlock__hold *h = rlock__hold_by_serial(&c->holds, serial);
@@ -114,38 +128,92 @@ void rlock__hold_settled(rlock_client *c, uint64_t serial)
     pthread_cond_broadcast(&c->state_cv);
 }
 
-void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                 uint64_t nonce, int now)
+void rlock__undo_op_init(rlock__undo_op *u, int64_t deadline_ns, rlock_mutex *m,
+                         rlock__as owner, uint64_t nonce)
 {
-    char who[RLOCK__OWNER_MAX];
-    rlock__results res;
-    rlock__req req;
-    int i, done;
+    u->m = m;
+    u->owner = owner;
+    u->nonce = nonce;
+    u->stage = 0;
+    rlock__call_init(&u->call, deadline_ns);
+}
+
+int rlock__undo_step(rlock__undo_op *u, rlock__slot **slot)
+{
+    rlock_mutex *m = u->m;
+    int i, done, sent = 0;
 
     /* Now, by the call's deadline, so that the caller's next attempt does
      * not find its own stale hold and others are not held up; on a node
      * whose connections still owe the attempt's answer (a paused server)
      * it is queued behind them, not waited for. Where any node did not
      * confirm it, the background sends it again until one does. */
-    if (now) {
-        int sent = 0;
-        m->layout->cancel(m, who, m->layout->owner(m->c, owner.no, nonce, who),
-                          nonce, &req);
-        req.tag = nonce;
-        done = rlock__send(call, m, &req, RLOCK__X_BEHIND, &res) == RLOCK_OK;
-        for (i = 0; i < res.n; i++) {
-            done = done && res.r[i].rc == RLOCK_OK;
-            sent |= res.r[i].sent || res.r[i].rc == RLOCK_OK;
-        }
-        rlock__results_free(&res);
-        rlock__req_free(&req);
-        if (sent)
-            rlock__undo_sent(m, who, 0);
-        if (!done)
-            rlock__undo_later(m, owner.no, nonce, sent);
+    if (u->stage == 0) {
+        m->layout->cancel(m, u->who,
+                          m->layout->owner(m->c, u->owner.no, u->nonce, u->who),
+                          u->nonce, &u->s.req);
+        u->s.req.tag = u->nonce;
+        u->s.flags = RLOCK__X_BEHIND;
+        u->s.call = &u->call;
+        u->stage = 1;
+        *slot = &u->s;
+        return RLOCK__STEP_SEND;
+    }
+    done = u->s.rc == RLOCK_OK;
+    for (i = 0; i < u->s.res.n; i++) {
+        done = done && u->s.res.r[i].rc == RLOCK_OK;
+        sent |= u->s.res.r[i].sent || u->s.res.r[i].rc == RLOCK_OK;
+    }
+    rlock__results_free(&u->s.res);
+    rlock__req_free(&u->s.req);
+    if (sent)
+        rlock__undo_sent(m, u->who, 0);
+    if (!done)
+        rlock__undo_later(m, u->owner.no, u->nonce, sent);
+    return RLOCK__STEP_DONE;
+}
+
+void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                 uint64_t nonce, int now)
+{
+    rlock__undo_op u;
+
+    if (!now) {
+        rlock__undo_later(m, owner.no, nonce, 0);
         return;
     }
-    rlock__undo_later(m, owner.no, nonce, 0);
+    rlock__undo_op_init(&u, call->deadline_ns, m, owner, nonce);
+    rlock__run(call, m, owner, (rlock__step_fn)rlock__undo_step, &u);
+}
+
+void rlock__run_quiet(rlock__call *call, rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    int late;
+
+    pthread_mutex_lock(&c->mu);
+    (void)rlock__hold_quiet(call, m, owner.no, &late);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rlock__run(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                rlock__step_fn step, void *op)
+{
+    rlock__slot *s;
+
+    for (;;) {
+        switch (step(op, &s)) {
+        case RLOCK__STEP_SEND:
+            rlock__slot_run(s, m->c);
+            break;
+        case RLOCK__STEP_QUIET:
+            /* The step looks again, and fails the call if it is late. */
+            rlock__run_quiet(call, m, owner);
+            break;
+        default:
+            return;
+        }
+    }
 }
 
 int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,

@@ -22,6 +22,7 @@
 #include "core/reply.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
+#include "engine/ops.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 
@@ -63,71 +64,110 @@ void rlock__want_tokens(rlock_mutex *m)
     __atomic_store_n(&m->fenced, 1, __ATOMIC_RELAXED);
 }
 
-int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                 uint64_t *token)
+void rlock__fence_op_init(rlock__fence_op *f, rlock__call *call, rlock_mutex *m,
+                          rlock__as owner)
 {
-    rlock_client *c = m->c;
-    char who[RLOCK__OWNER_MAX];
-    rlock__results res;
-    rlock__req req;
-    rlock__hold *h;
-    uint64_t nonce = 0, serial = 0, got = 0;
-    int rc;
+    f->call = call;
+    f->m = m;
+    f->owner = owner;
+    f->stage = 0;
+    f->rc = RLOCK_OK;
+    f->token = 0;
+}
 
-    *token = 0;
-    rlock__want_tokens(m);
-    pthread_mutex_lock(&c->mu);
-    rc = look(call, m, owner, token, &nonce, &serial);
-    pthread_mutex_unlock(&c->mu);
-    if (rc != RLOCK_OK || *token != 0)
-        return rc;
-    if (!m->layout->fence)
-        return rlock__fail(call, RLOCK_EPROTO,
-                           "the hold has no token and its layout cannot "
-                           "draw one");
-    m->layout->fence(m, who, m->layout->owner(c, owner.no, nonce, who), nonce,
-                     &req);
-    req.replicas = m->replicas;
-    rc = rlock__send(call, m, &req, 0, &res);
+/* The fence script's answer: the token, or why there is none. */
+static int fence_read(rlock__fence_op *f, uint64_t *got)
+{
+    rlock_mutex *m = f->m;
+    rlock__call *call = f->call;
+    rlock__results *res = &f->s.res;
+    int rc = f->s.rc;
+
     /* Only a hold of one copy is ever taken without a token. */
-    if (rc == RLOCK_OK && res.r[0].rc != RLOCK_OK) {
-        call->err = res.r[0].err;
-        rc = res.r[0].rc;
+    if (rc == RLOCK_OK && res->r[0].rc != RLOCK_OK) {
+        call->err = res->r[0].err;
+        rc = res->r[0].rc;
     } else if (rc == RLOCK_OK &&
-               rlock__parse_fence(res.r[0].reply, &got) != RLOCK_OK) {
-        rc = rlock__fail(call, RLOCK_EPROTO,
-                         "unexpected reply to the %s script",
-                         req.script->name);
-    } else if (rc == RLOCK_OK && got != 0 && res.r[0].acks < m->replicas) {
+               rlock__parse_fence(res->r[0].reply, got) != RLOCK_OK) {
+        rc =
+            rlock__fail(call, RLOCK_EPROTO, "unexpected reply to the %s script",
+                        f->s.req.script->name);
+    } else if (rc == RLOCK_OK && *got != 0 && res->r[0].acks < m->replicas) {
         /* Drawn, but a failover now could hand the same token out again.
          * Redis keeps it with the hold: asking again waits once more. */
         rc = rlock__fail(call, RLOCK_EREPLICAS,
                          "token drawn, but %lld of %d replicas acknowledged "
                          "it within %d ms",
-                         res.r[0].acks < 0 ? 0 : res.r[0].acks, m->replicas,
-                         c->opts.sync_timeout_ms);
+                         res->r[0].acks < 0 ? 0 : res->r[0].acks, m->replicas,
+                         m->c->opts.sync_timeout_ms);
     }
-    rlock__results_free(&res);
-    rlock__req_free(&req);
-    if (rc != RLOCK_OK)
-        return rc;
+    rlock__results_free(res);
+    rlock__req_free(&f->s.req);
+    return rc;
+}
+
+int rlock__fence_step(rlock__fence_op *f, rlock__slot **slot)
+{
+    rlock_mutex *m = f->m;
+    rlock_client *c = m->c;
+    rlock__call *call = f->call;
+    rlock__hold *h;
+    uint64_t got = 0;
+
+    if (f->stage == 0) {
+        rlock__want_tokens(m);
+        pthread_mutex_lock(&c->mu);
+        f->rc = look(call, m, f->owner, &f->token, &f->nonce, &f->serial);
+        pthread_mutex_unlock(&c->mu);
+        if (f->rc != RLOCK_OK || f->token != 0)
+            return RLOCK__STEP_DONE;
+        if (!m->layout->fence) {
+            f->rc = rlock__fail(call, RLOCK_EPROTO,
+                                "the hold has no token and its layout "
+                                "cannot draw one");
+            return RLOCK__STEP_DONE;
+        }
+        m->layout->fence(m, f->who,
+                         m->layout->owner(c, f->owner.no, f->nonce, f->who),
+                         f->nonce, &f->s.req);
+        f->s.req.replicas = m->replicas;
+        f->s.flags = 0;
+        f->s.call = call;
+        f->stage = 1;
+        *slot = &f->s;
+        return RLOCK__STEP_SEND;
+    }
+    if ((f->rc = fence_read(f, &got)) != RLOCK_OK)
+        return RLOCK__STEP_DONE;
     pthread_mutex_lock(&c->mu);
-    h = rlock__hold_find(&c->holds, m, owner.no);
+    h = rlock__hold_find(&c->holds, m, f->owner.no);
     if (got == 0) {
-        lose(c, m, owner, serial);
-        rc = rlock__fail(call, RLOCK_ELOST,
-                         "the hold had expired or was taken by another "
-                         "owner; no token was drawn");
-    } else if (!h || h->serial != serial || h->lost ||
+        lose(c, m, f->owner, f->serial);
+        f->rc = rlock__fail(call, RLOCK_ELOST,
+                            "the hold had expired or was taken by another "
+                            "owner; no token was drawn");
+    } else if (!h || h->serial != f->serial || h->lost ||
                h->valid_until <= rlock__now_ns()) {
         /* Released meanwhile, or its lease ended (as this client counts
          * it) before the token came: not a token to act on. */
-        rc = rlock__fail(call, RLOCK_ELOST,
-                         "the hold ended while its token was drawn");
+        f->rc = rlock__fail(call, RLOCK_ELOST,
+                            "the hold ended while its token was drawn");
     } else {
         h->token = got;
-        *token = got;
+        f->token = got;
     }
     pthread_mutex_unlock(&c->mu);
-    return rc;
+    return RLOCK__STEP_DONE;
+}
+
+int rlock__token(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                 uint64_t *token)
+{
+    rlock__fence_op f;
+
+    rlock__fence_op_init(&f, call, m, owner);
+    rlock__run(call, m, owner, (rlock__step_fn)rlock__fence_step, &f);
+    /* 0 on error (look may have read the token of a hold it refused). */
+    *token = f.rc == RLOCK_OK ? f.token : 0;
+    return f.rc;
 }

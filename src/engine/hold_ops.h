@@ -32,6 +32,12 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
  * (rlock__hold_owe). The caller marks its own with h->extending. */
 rlock__hold *rlock__hold_quiet(rlock__call *call, rlock_mutex *m,
                               uint64_t owner, int *late);
+/* The same, without waiting: *wait 1 (NULL returned) while such a
+ * request is in flight (an op steps again after rlock__hold_quiet's
+ * wait: RLOCK__STEP_QUIET), -1 when the call's deadline has passed too;
+ * else 0 and the hold or NULL. */
+rlock__hold *rlock__hold_quiet_now(rlock__call *call, rlock_mutex *m,
+                                   uint64_t owner, int *wait);
 /* Ends an owner's request that set h->extending, h the hold of that
  * serial, if it is still there (mu held). */
 void rlock__hold_settled(rlock_client *c, uint64_t serial);
@@ -47,12 +53,6 @@ void rlock__hold_settled(rlock_client *c, uint64_t serial);
  * call's deadline.
  */
 int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
-
-/* A re-entry of owner's hold of m that the client counts (Redis sees one
- * hold): the lease is set again to the mutex's, then the count goes up.
- * RLOCK_OK, or the extension's error (RLOCK_ELOST: the hold is gone and
- * forgotten). */
-int rlock__reenter_counted(rlock__call *call, rlock_mutex *m, rlock__as owner);
 
 /* Gives up acquisition nonce of owner: now (now != 0: by the call's
  * deadline, unless that fails) or in the background. The call's error

@@ -2,12 +2,14 @@
 /*
  * Waiting for a lock.
  *
- * A wait is a small state machine (next_step), driven here by the calling
- * thread, which sleeps on its waiter's condition variable between
- * attempts; an event loop can drive the same machine with a timer and a
- * wake-up callback instead. Each step is one of: attempt (with a deadline
- * of its own), wait for the subscription to be confirmed, sleep until a
- * time or a wake-up, or done.
+ * A wait is an op (engine/ops.h, rlock__wait_op): a state machine whose
+ * steps are attempts (each with a deadline of its own, each an op
+ * itself), a wait for the subscription to be confirmed, sleeps until a
+ * time or a wake-up, the check of a grant, leaving the queue. The
+ * blocking API drives it on the calling thread (rlock__acquire), which
+ * sleeps on its waiter's condition variable or reads the subscriber
+ * itself between attempts; an event loop drives the same steps with a
+ * timer and a wake-up callback instead.
  *
  * Where the layout keeps a queue (rlock's own), a waiter joins it with its
  * first attempt that finds the lock busy (arrival order is decided by
@@ -71,6 +73,7 @@
  * that many waiters do not retry in step.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +85,7 @@
 #include "core/waiter.h"
 #include "engine/engine.h"
 #include "engine/hold_ops.h"
+#include "engine/ops.h"
 #include "layout/layout.h"
 #include "util/clock.h"
 
@@ -92,34 +96,7 @@ typedef enum step {
     DONE       /* rc says how it ended */
 } step;
 
-typedef struct wait {
-    rlock__call *call;
-    rlock_mutex *m;
-    rlock__as owner;
-    int64_t deadline;
-    int forever;
-    rlock__waiter w;
-    int wakes;  /* messages wake it */
-    int queued; /* it waits in Redis's queue: leaving takes its place back */
-    uint64_t nonce;
-    int64_t bound;  /* no step ends later (0: none, a wait for ever) */
-    int64_t t_base; /* a grant under nonce was made after this instant:
-                       before the first attempt under it */
-    unsigned cancel_gen;
-    int attempted;   /* an attempt was made */
-    int awaited_sub; /* it waited for the subscription once */
-    int subscribed;  /* the subscription was active at the last look */
-    int drops;       /* connections lost under attempts in a row */
-    int fails;       /* attempts failed as in a failover, in a row */
-    unsigned moves;  /* c->moves when the subscription was looked at */
-    int granted;     /* the lock was handed over, not taken */
-    int gave_up;     /* the deadline came */
-    int attempts;    /* requests sent */
-    int waited;      /* it slept at least once: the lock was busy */
-    int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
-    int64_t until;   /* SLEEP, SUBSCRIBE: when to look again */
-    int rc;
-} wait;
+typedef rlock__wait_op wait;
 
 /*
  * Takes a grant that arrived for this wait (mu held). Returns 1 if the
@@ -316,38 +293,17 @@ static void step_call(wait *s, rlock__call *one)
         one->deadline_ns = s->bound;
 }
 
-/* One attempt with a deadline of its own; its error detail becomes the
- * wait's. */
-static int attempt(wait *s)
+/* A grant was taken (recorded) and checked (rlock__keep_new_hold's rc):
+ * it is the caller's once it is known to have lease left, and with
+ * replicas that they have it. A grant lost before that was given back:
+ * the wait goes on under a new nonce while it has time (mu not held). */
+static step grant_kept(wait *s, int rc)
 {
-    rlock__call one;
-    int rc;
-
-    step_call(s, &one);
-    s->hint_ms = -1;
-    s->attempts++;
-    rc = rlock__attempt(&one, s->m, s->owner, 'w', &s->nonce, &s->hint_ms);
-    if (rc != RLOCK_OK)
-        s->call->err = one.err;
-    return rc;
-}
-
-/* A grant was taken (recorded): it is the caller's once it is known to
- * have lease left, and with replicas that they have it (mu not held). A
- * grant lost before that was given back: the wait goes on under a new
- * nonce while it has time. */
-static step keep_grant(wait *s)
-{
-    rlock__call one;
-    int rc;
-
-    step_call(s, &one);
-    rc = rlock__keep_new_hold(&one, s->m, s->owner);
     if (rc == RLOCK_OK) {
         s->rc = RLOCK_OK;
         return DONE;
     }
-    s->call->err = one.err;
+    s->call->err = s->one.err;
     s->granted = 0;
     if (rc != RLOCK_EBUSY && !failing_over(s, rc)) {
         s->rc = rc;
@@ -387,43 +343,15 @@ static void before_sleep(wait *s, step next)
     rlock__obs_flush();
 }
 
-/* Leaves the queue after giving up: no trace, and when the call returns
- * its place is gone. With the nonce: a grant that raced with giving up
- * is returned. The undo ends by the wait's bound; what it could not do
- * by then, the background sends later (behind the attempts it undoes). */
-static void leave_now(wait *s)
-{
-    rlock__call one;
-
-    step_call(s, &one);
-    rlock__undo(&one, s->m, s->owner, s->nonce,
-                rlock__now_ns() < one.deadline_ns);
-}
-
-static int acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                   int64_t deadline_ns, int forever, wait *s);
-
-int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                   int64_t deadline_ns, int forever)
-{
-    int64_t t0 = rlock__now_ns();
-    wait s;
-    int rc = acquire(call, m, owner, deadline_ns, forever, &s);
-
-    rlock__report_acquire(m, owner, rc, t0, s.attempts, s.waited,
-                          rc == RLOCK_OK && s.granted);
-    return rc;
-}
-
-static int acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                   int64_t deadline_ns, int forever, wait *s)
+void rlock__wait_op_init(rlock__wait_op *s, rlock__call *call, rlock_mutex *m,
+                         rlock__as owner, int64_t deadline_ns, int forever)
 {
     rlock_client *c = m->c;
     const rlock__layout *lay = m->layout;
     int one_copy = (c->backend->flags & RLOCK__BK_ONE_COPY) != 0;
-    step next = ATTEMPT;
 
-    memset(s, 0, sizeof *s);
+    /* All but the steps' own calls and ops, which each step sets up. */
+    memset(s, 0, offsetof(rlock__wait_op, one));
     s->call = call;
     s->m = m;
     s->owner = owner;
@@ -447,60 +375,182 @@ static int acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
     pthread_mutex_lock(&c->mu);
     rlock__waiter_add(&c->waiters, &s->w);
     s->cancel_gen = c->cancel_gen;
-    for (;;) {
-        if (next == ATTEMPT)
-            next = before_attempt(s);
-        if (next == SUBSCRIBE) {
-            sleep_until(c, &s->w, s->until, 1);
-            s->subscribed = rlock__sub_want(c, m, call) > 0;
-            s->w.woken = 0;
-            next = ATTEMPT;
-        }
-        if (next == ATTEMPT) {
-            uint64_t old_nonce = s->nonce;
-            int rc;
-            pthread_mutex_unlock(&c->mu);
-            rc = attempt(s);
-            next = after_attempt(s, rc, old_nonce);
-            before_sleep(s, next);
-            pthread_mutex_lock(&c->mu);
-        }
-        if (next == SLEEP) {
-            sleep_until(c, &s->w, s->until, s->subscribed);
-            next = ATTEMPT;
-        }
-        if (next == DONE && s->granted) {
-            pthread_mutex_unlock(&c->mu);
-            next = keep_grant(s);
-            pthread_mutex_lock(&c->mu);
-        }
-        if (next == DONE)
-            break;
-    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Where a wait is: before an attempt (the grant, the cancel and the
+ * subscription looked at), in one, asleep, checking a grant, leaving. */
+enum {
+    W_BEFORE,
+    W_SUBSCRIBED, /* slept for the subscription's confirmation */
+    W_ATTEMPT,
+    W_ATTEMPTING,
+    W_SLEPT,
+    W_KEEPING,
+    W_FINISH,
+    W_LEAVING,
+    W_DONE
+};
+
+/* The next stage after step next (mu not held); a sleep is asked for. */
+static int go(wait *s, step next, rlock__slot **slot);
+
+/* The wait is over (rc set): its waiter goes, and its place in the queue
+ * if it gave up. */
+static int finish(wait *s, rlock__slot **slot)
+{
+    rlock_mutex *m = s->m;
+    rlock_client *c = m->c;
+
+    pthread_mutex_lock(&c->mu);
     rlock__waiter_remove(&c->waiters, &s->w);
     /* Nothing to leave in Redis: a message this waiter may have taken
      * goes to another. */
-    if (!s->queued && s->rc != RLOCK_OK && lay->pass_on)
-        lay->pass_on(c, m);
+    if (!s->queued && s->rc != RLOCK_OK && m->layout->pass_on)
+        m->layout->pass_on(c, m);
     pthread_mutex_unlock(&c->mu);
-
+    s->stage = W_DONE;
     if (s->rc == RLOCK_OK)
-        return RLOCK_OK;
+        return RLOCK__STEP_DONE;
     if (s->gave_up || s->rc == RLOCK_ECANCELED) {
-        if (s->queued)
-            leave_now(s);
-        /* Keep the detail of the timeout, not of the leaving. */
-        return rlock__fail(call, s->rc,
-                           s->gave_up ? "lock not obtained within the wait"
-                                      : "the wait was cancelled");
+        /* The detail of the timeout, not of the leaving. */
+        s->rc = rlock__fail(s->call, s->rc,
+                            s->gave_up ? "lock not obtained within the wait"
+                                       : "the wait was cancelled");
+        if (!s->queued)
+            return RLOCK__STEP_DONE;
+        /* Leaves the queue after giving up: no trace, and when the call
+         * returns its place is gone. With the nonce: a grant that raced
+         * with giving up is returned. The undo ends by the wait's bound;
+         * what it could not do by then, the background sends later
+         * (behind the attempts it undoes). */
+        step_call(s, &s->one);
+        if (rlock__now_ns() >= s->one.deadline_ns) {
+            rlock__undo_later(m, s->owner.no, s->nonce, 0);
+            return RLOCK__STEP_DONE;
+        }
+        rlock__undo_op_init(&s->in.undo, s->one.deadline_ns, m, s->owner,
+                            s->nonce);
+        s->stage = W_LEAVING;
+        return rlock__undo_step(&s->in.undo, slot);
     }
     /* (An attempt whose reply never came queued its own undo, under a
      * nonce since replaced; a place taken by an earlier attempt goes.) */
-    if (s->queued && s->rc != RLOCK_OK && s->rc != RLOCK_EINVAL &&
-        s->attempted) {
-        rlock__call later;
-        rlock__call_init(&later, 0);
-        rlock__undo(&later, m, owner, s->nonce, 0);
+    if (s->queued && s->rc != RLOCK_EINVAL && s->attempted)
+        rlock__undo_later(m, s->owner.no, s->nonce, 0);
+    return RLOCK__STEP_DONE;
+}
+
+static int go(wait *s, step next, rlock__slot **slot)
+{
+    switch (next) {
+    case ATTEMPT:
+        s->stage = W_BEFORE;
+        break;
+    case SLEEP:
+        s->stage = W_SLEPT;
+        s->messages = s->subscribed;
+        return RLOCK__STEP_SLEEP;
+    case SUBSCRIBE:
+        s->stage = W_SUBSCRIBED;
+        s->messages = 1;
+        return RLOCK__STEP_SLEEP;
+    case DONE:
+        if (s->granted && s->stage != W_KEEPING) {
+            step_call(s, &s->one);
+            rlock__keep_op_init(&s->in.keep, &s->one, s->m, s->owner);
+            s->stage = W_KEEPING;
+        } else {
+            s->stage = W_FINISH;
+        }
+        break;
     }
-    return s->rc;
+    return rlock__wait_step(s, slot);
+}
+
+int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
+{
+    rlock_client *c = s->m->c;
+    step next;
+    int r;
+
+    switch (s->stage) {
+    case W_BEFORE:
+        pthread_mutex_lock(&c->mu);
+        next = before_attempt(s);
+        pthread_mutex_unlock(&c->mu);
+        if (next == ATTEMPT) {
+            s->stage = W_ATTEMPT;
+            return rlock__wait_step(s, slot);
+        }
+        return go(s, next, slot);
+    case W_SUBSCRIBED:
+        pthread_mutex_lock(&c->mu);
+        s->subscribed = rlock__sub_want(c, s->m, s->call) > 0;
+        s->w.woken = 0;
+        pthread_mutex_unlock(&c->mu);
+        /* The attempt that will be slept on. */
+        /* fall through */
+    case W_ATTEMPT:
+        /* One attempt with a deadline of its own; its error detail
+         * becomes the wait's. */
+        step_call(s, &s->one);
+        s->hint_ms = -1;
+        s->attempts++;
+        s->old_nonce = s->nonce;
+        rlock__attempt_op_init(&s->in.attempt, &s->one, s->m, s->owner, 'w',
+                               &s->nonce, &s->hint_ms);
+        s->stage = W_ATTEMPTING;
+        /* fall through */
+    case W_ATTEMPTING:
+        if ((r = rlock__attempt_step(&s->in.attempt, slot)) != RLOCK__STEP_DONE)
+            return r;
+        if ((r = s->in.attempt.rc) != RLOCK_OK)
+            s->call->err = s->one.err;
+        next = after_attempt(s, r, s->old_nonce);
+        before_sleep(s, next);
+        return go(s, next, slot);
+    case W_SLEPT:
+        return go(s, ATTEMPT, slot);
+    case W_KEEPING:
+        if ((r = rlock__keep_step(&s->in.keep, slot)) != RLOCK__STEP_DONE)
+            return r;
+        return go(s, grant_kept(s, s->in.keep.rc), slot);
+    case W_FINISH:
+        return finish(s, slot);
+    case W_LEAVING:
+        if ((r = rlock__undo_step(&s->in.undo, slot)) != RLOCK__STEP_DONE)
+            return r;
+        s->stage = W_DONE;
+        return RLOCK__STEP_DONE;
+    }
+    return RLOCK__STEP_DONE;
+}
+
+int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
+                   int64_t deadline_ns, int forever)
+{
+    rlock_client *c = m->c;
+    int64_t t0 = rlock__now_ns();
+    rlock__wait_op s;
+    rlock__slot *slot;
+
+    rlock__wait_op_init(&s, call, m, owner, deadline_ns, forever);
+    for (;;) {
+        int what = rlock__wait_step(&s, &slot);
+        if (what == RLOCK__STEP_DONE)
+            break;
+        if (what == RLOCK__STEP_SEND) {
+            rlock__slot_run(slot, c);
+        } else if (what == RLOCK__STEP_SLEEP) {
+            pthread_mutex_lock(&c->mu);
+            sleep_until(c, &s.w, s.until, s.messages);
+            pthread_mutex_unlock(&c->mu);
+        } else {
+            rlock__run_quiet(&s.one, m, owner);
+        }
+    }
+    rlock__report_acquire(m, owner, s.rc, t0, s.attempts, s.waited,
+                          s.rc == RLOCK_OK && s.granted);
+    return s.rc;
 }
