@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The event loop's driver: tasks (engine ops) advanced by readiness and
+ * time, one pass over them after each callback, and the watch set and
+ * timer told to the loop when they change.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/handles.h"
+#include "loop/loop.h"
+#include "util/clock.h"
+
+/* What a task waits for. */
+enum {
+    T_STEP,  /* nothing: it is stepped now */
+    T_ROUND, /* a round of its request's connections, by until */
+    T_PAUSE, /* a pause of the backend's, until until */
+    T_SLEEP, /* a wait's wake-up, or until */
+    T_QUIET  /* the hold's renewal in flight to end: looked at again */
+};
+
+/* How often a quiet wait looks again (the renewal it waits for runs on
+ * the client's thread, which tells no loop). */
+#define QUIET_LOOK_NS (1 * RLOCK__NS_PER_MS)
+
+typedef struct watched {
+    int fd;
+    short events;
+} watched;
+
+struct rlock__loop {
+    rlock_client *c;
+    rlock__loop_hooks hooks;
+    rlock__task *tasks;
+    int ntasks;
+    int ring[2];  /* a sleeping waiter's wake-up */
+    watched *set; /* what the loop watches now */
+    int nset, capset;
+    watched *want; /* what it should (a pass's scratch) */
+    int capwant;
+    int64_t timer_due; /* the timer asked for (0: none) */
+};
+
+rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
+                             int *err)
+{
+    rlock__loop *l = calloc(1, sizeof *l);
+
+    if (!l || pipe2(l->ring, O_NONBLOCK | O_CLOEXEC) != 0) {
+        free(l);
+        if (err)
+            *err = RLOCK_ENOMEM;
+        return NULL;
+    }
+    l->c = c;
+    l->hooks = *hooks;
+    l->hooks.watch(l->hooks.arg, l->ring[0], POLLIN);
+    if (err)
+        *err = RLOCK_OK;
+    return l;
+}
+
+void rlock__loop_free(rlock__loop *l)
+{
+    int i;
+
+    if (!l)
+        return;
+    for (i = 0; i < l->nset; i++)
+        l->hooks.watch(l->hooks.arg, l->set[i].fd, 0);
+    l->hooks.watch(l->hooks.arg, l->ring[0], 0);
+    if (l->timer_due)
+        l->hooks.timer(l->hooks.arg, 0);
+    close(l->ring[0]);
+    close(l->ring[1]);
+    free(l->set);
+    free(l->want);
+    free(l);
+}
+
+int rlock__loop_tasks(const rlock__loop *l)
+{
+    return l->ntasks;
+}
+
+static void unlink_task(rlock__loop *l, rlock__task *t)
+{
+    rlock__task **p;
+
+    for (p = &l->tasks; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            l->ntasks--;
+            return;
+        }
+}
+
+/* Whether every connection of t's round has what it waits for; a
+ * connection that waits for replies to nothing is failed, as
+ * rlock__net_run fails it. */
+static int round_settled(rlock__task *t)
+{
+    int i, all = 1;
+
+    for (i = 0; i < t->n; i++) {
+        rlock__conn *c = t->conns[i];
+        if (rlock__conn_settled(c, t->want[i]))
+            continue;
+        if (rlock__conn_events(c) == 0) {
+            rlock__conn_fail(c, RLOCK_EINVAL,
+                             "waiting for a reply to no command");
+            continue;
+        }
+        if (rlock__conn_buffered(c)) {
+            /* Bytes a TLS layer holds already: no readiness will come. */
+            rlock__conn_io(c, 0);
+            if (rlock__conn_settled(c, t->want[i]))
+                continue;
+        }
+        all = 0;
+    }
+    return all;
+}
+
+/* The next round of t's request (T_ROUND or T_PAUSE), or 0: the request
+ * is over and the op is stepped. */
+static int next_round(rlock__task *t)
+{
+    for (;;) {
+        if (!rlock__bexec_round(&t->b, t->conns, t->want, &t->n, &t->until))
+            return 0;
+        if (t->n == 0) {
+            t->state = T_PAUSE;
+            return 1;
+        }
+        if (!round_settled(t)) {
+            t->state = T_ROUND;
+            return 1;
+        }
+        rlock__bexec_after(&t->b);
+    }
+}
+
+static void rewatch(rlock__loop *l);
+
+/* Steps t until it waits for something (or is done: then unlinked and
+ * told). */
+static void advance(rlock__loop *l, rlock__task *t)
+{
+    rlock_client *c = l->c;
+
+    for (;;) {
+        rlock__slot *slot;
+        int what = t->step(t->op, &slot);
+
+        if (what == RLOCK__STEP_DONE) {
+            t->state = T_STEP;
+            unlink_task(l, t);
+            t->done(t);
+            return;
+        }
+        if (what == RLOCK__STEP_SEND) {
+            t->slot = slot;
+            if (!rlock__slot_start(slot, c, &t->b))
+                continue;
+            if (next_round(t))
+                return;
+            continue;
+        }
+        if (what == RLOCK__STEP_SLEEP && t->wait) {
+            int sleeps;
+            /* The waiter's ring is the loop's while it sleeps: the
+             * subscriber writes it when it wakes the waiter. */
+            pthread_mutex_lock(&c->mu);
+            sleeps = !t->wait->w.woken && rlock__now_ns() < t->wait->until;
+            if (sleeps)
+                t->wait->w.ring_fd = l->ring[1];
+            pthread_mutex_unlock(&c->mu);
+            if (!sleeps)
+                continue;
+            t->state = T_SLEEP;
+            t->until = t->wait->until;
+            return;
+        }
+        /* A quiet wait: looked at again shortly, or failed by the step
+         * at the call's deadline. */
+        t->state = T_QUIET;
+        t->until = rlock__now_ns() + QUIET_LOOK_NS;
+        return;
+    }
+}
+
+void rlock__loop_start(rlock__loop *l, rlock__task *t)
+{
+    t->state = T_STEP;
+    t->next = l->tasks;
+    l->tasks = t;
+    l->ntasks++;
+    advance(l, t);
+    rewatch(l);
+}
+
+static int grow(watched **v, int *cap, int need)
+{
+    watched *bigger;
+    int n = *cap ? *cap : 16;
+
+    if (need <= *cap)
+        return 1;
+    while (n < need)
+        n *= 2;
+    if (!(bigger = realloc(*v, sizeof *bigger * (size_t)n)))
+        return 0;
+    *v = bigger;
+    *cap = n;
+    return 1;
+}
+
+static short events_in(const watched *v, int n, int fd)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (v[i].fd == fd)
+            return v[i].events;
+    return 0;
+}
+
+/* Tells the loop what changed in the watch set and the timer. */
+static void rewatch(rlock__loop *l)
+{
+    rlock__task *t;
+    int64_t due = 0;
+    int i, k, nwant = 0;
+
+    for (t = l->tasks; t; t = t->next) {
+        if (t->state != T_STEP && (due == 0 || t->until < due))
+            due = t->until;
+        if (t->state != T_ROUND)
+            continue;
+        for (i = 0; i < t->n; i++) {
+            rlock__conn *c = t->conns[i];
+            if (rlock__conn_settled(c, t->want[i]))
+                continue;
+            if (!grow(&l->want, &l->capwant, nwant + 1))
+                break; /* out of memory: the timer still ends the round */
+            l->want[nwant].fd = rlock__conn_fd(c);
+            l->want[nwant++].events = rlock__conn_events(c);
+        }
+    }
+    for (k = 0; k < l->nset; k++)
+        if (events_in(l->want, nwant, l->set[k].fd) == 0)
+            l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
+    for (k = 0; k < nwant; k++)
+        if (events_in(l->set, l->nset, l->want[k].fd) != l->want[k].events)
+            l->hooks.watch(l->hooks.arg, l->want[k].fd, l->want[k].events);
+    if (grow(&l->set, &l->capset, nwant)) {
+        if (nwant)
+            memcpy(l->set, l->want, sizeof *l->set * (size_t)nwant);
+        l->nset = nwant;
+    }
+    if (due != l->timer_due) {
+        l->timer_due = due;
+        l->hooks.timer(l->hooks.arg, due);
+    }
+}
+
+/* One pass: every task whose round settled, whose time came or whose
+ * waiter was woken goes on. */
+static void pass(rlock__loop *l)
+{
+    rlock_client *c = l->c;
+    rlock__task *t, *next;
+    int moved = 1;
+
+    /* A task that finishes may start others (at the head): passes until
+     * none moves. */
+    while (moved) {
+        moved = 0;
+        for (t = l->tasks; t; t = next) {
+            int64_t now = rlock__now_ns();
+            next = t->next;
+            switch (t->state) {
+            case T_ROUND:
+                if (!round_settled(t) && now < t->until)
+                    continue;
+                rlock__bexec_after(&t->b);
+                break;
+            case T_PAUSE:
+                if (now < t->until)
+                    continue;
+                rlock__bexec_after(&t->b);
+                break;
+            case T_SLEEP: {
+                int woken;
+                pthread_mutex_lock(&c->mu);
+                woken = t->wait->w.woken;
+                if (woken || now >= t->until)
+                    t->wait->w.ring_fd = -1;
+                pthread_mutex_unlock(&c->mu);
+                if (!woken && now < t->until)
+                    continue;
+                moved = 1;
+                advance(l, t);
+                continue;
+            }
+            case T_QUIET:
+                if (now < t->until)
+                    continue;
+                moved = 1;
+                advance(l, t);
+                continue;
+            default:
+                continue;
+            }
+            moved = 1;
+            if (!next_round(t))
+                advance(l, t);
+        }
+    }
+    rewatch(l);
+}
+
+void rlock__loop_ready(rlock__loop *l, int fd, short revents)
+{
+    rlock__task *t;
+    int i;
+
+    if (fd == l->ring[0]) {
+        char buf[64];
+        while (read(fd, buf, sizeof buf) > 0)
+            ;
+    } else {
+        for (t = l->tasks; t; t = t->next)
+            for (i = 0; t->state == T_ROUND && i < t->n; i++)
+                if (t->conns[i] && rlock__conn_fd(t->conns[i]) == fd)
+                    rlock__conn_io(t->conns[i], revents);
+    }
+    pass(l);
+}
+
+void rlock__loop_timeout(rlock__loop *l)
+{
+    l->timer_due = 0;
+    pass(l);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The event loop's driver (issue 30, step 4): runs the engine's calls in
+ * steps (engine/ops.h) on one thread that never blocks, from a loop's
+ * readiness and timer callbacks, the way the blocking API runs the same
+ * ops on the calling thread. The loop is reached only through two hooks:
+ * the driver says which descriptors to watch for which events, and when
+ * its next timer is due; the loop reports readiness (rlock__loop_ready)
+ * and the timer (rlock__loop_timeout) back. That is what the public
+ * event-loop API and its adapters will be built on.
+ *
+ * A task is one op in flight: each of its requests runs as an
+ * rlock__bexec whose connections the loop watches; a pause of the backend
+ * is a timer; a wait's sleep is a timer and its waiter's ring (a pipe the
+ * loop watches), which the subscriber writes when it wakes the waiter.
+ * The client's background work (renewals, the subscriber, undos) still
+ * runs on its own thread; moving it onto the loop is the next step.
+ *
+ * Everything here runs on the loop's thread; nothing blocks but what
+ * rlock__bexec_round names (node.h: getaddrinfo for a host name, a
+ * deployment's discovery, and a wait for a pooled connection while all
+ * max_connections of a node are busy: a loop's requests will queue for
+ * one instead).
+ */
+#ifndef RLOCK_LOOP_LOOP_H
+#define RLOCK_LOOP_LOOP_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "core/step.h"
+#include "engine/ops.h"
+
+typedef struct rlock__loop_hooks {
+    /* Watch fd for events (POLLIN, POLLOUT or both; 0: no longer). */
+    void (*watch)(void *arg, int fd, short events);
+    /* Call rlock__loop_timeout at due_ns (monotonic, rlock__now_ns),
+     * instead of the time asked for before; 0: no timer. */
+    void (*timer)(void *arg, int64_t due_ns);
+    void *arg;
+} rlock__loop_hooks;
+
+typedef struct rlock__loop rlock__loop;
+
+/* One op in flight. The caller fills the first fields and keeps the
+ * struct until done is called (on the loop's thread, once). */
+typedef struct rlock__task {
+    rlock_mutex *m;
+    rlock__as owner;
+    rlock__call *call; /* the op's: a quiet wait ends by its deadline */
+    rlock__step_fn step;
+    void *op;
+    rlock__wait_op *wait; /* op, if it is a wait: its sleeps */
+    void (*done)(struct rlock__task *t);
+    void *arg;
+    /* The driver's. */
+    struct rlock__task *next;
+    int state;
+    rlock__slot *slot;
+    rlock__bexec b;
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int n;
+    int64_t until;
+} rlock__task;
+
+/* A driver for client c's ops on a loop reached through hooks (copied).
+ * NULL with *err on failure. */
+rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
+                             int *err);
+/* Frees l; no task may be in flight. */
+void rlock__loop_free(rlock__loop *l);
+/* Starts t: stepped at once (its done may be called before this
+ * returns). */
+void rlock__loop_start(rlock__loop *l, rlock__task *t);
+/* fd is ready for revents. */
+void rlock__loop_ready(rlock__loop *l, int fd, short revents);
+/* The timer came. */
+void rlock__loop_timeout(rlock__loop *l);
+/* Tasks in flight. */
+int rlock__loop_tasks(const rlock__loop *l);
+
+#endif
