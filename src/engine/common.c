@@ -211,6 +211,8 @@ void rlock__run(rlock__call *call, rlock_mutex *m, rlock__as owner,
             rlock__run_quiet(call, m, owner);
             break;
         default:
+            /* Done. (No op this drives sleeps: a wait's driver is
+             * rlock__acquire.) */
             return;
         }
     }

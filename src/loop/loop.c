@@ -126,9 +126,37 @@ static int round_settled(rlock__task *t)
     return all;
 }
 
+/* t's round is over: its connections are no longer watched, before
+ * rlock__bexec_after hands them back, which may close them (a loop must
+ * stop watching a descriptor before it is closed: epoll forgets a closed
+ * one, libuv forbids it, and its number may come back at once for
+ * another connection that a watch set compared by number would then
+ * never register). */
+static void round_over(rlock__loop *l, rlock__task *t)
+{
+    int i, k;
+
+    for (i = 0; i < t->n; i++) {
+        int fd;
+        if (!t->conns[i])
+            continue;
+        fd = rlock__conn_fd(t->conns[i]);
+        for (k = 0; k < l->nset; k++)
+            if (l->set[k].fd == fd) {
+                l->hooks.watch(l->hooks.arg, fd, 0);
+                l->set[k] = l->set[--l->nset];
+                break;
+            }
+    }
+    rlock__bexec_after(&t->b);
+    /* Nothing of the round is the task's any more. */
+    t->state = T_STEP;
+    t->n = 0;
+}
+
 /* The next round of t's request (T_ROUND or T_PAUSE), or 0: the request
  * is over and the op is stepped. */
-static int next_round(rlock__task *t)
+static int next_round(rlock__loop *l, rlock__task *t)
 {
     for (;;) {
         if (!rlock__bexec_round(&t->b, t->conns, t->want, &t->n, &t->until))
@@ -141,7 +169,7 @@ static int next_round(rlock__task *t)
             t->state = T_ROUND;
             return 1;
         }
-        rlock__bexec_after(&t->b);
+        round_over(l, t);
     }
 }
 
@@ -167,7 +195,7 @@ static void advance(rlock__loop *l, rlock__task *t)
             t->slot = slot;
             if (!rlock__slot_start(slot, c, &t->b))
                 continue;
-            if (next_round(t))
+            if (next_round(l, t))
                 return;
             continue;
         }
@@ -247,7 +275,8 @@ static void rewatch(rlock__loop *l)
             if (rlock__conn_settled(c, t->want[i]))
                 continue;
             if (!grow(&l->want, &l->capwant, nwant + 1))
-                break; /* out of memory: the timer still ends the round */
+                break; /* out of memory: the timer still ends the round
+                          (and round_over unwatches what it watched) */
             l->want[nwant].fd = rlock__conn_fd(c);
             l->want[nwant++].events = rlock__conn_events(c);
         }
@@ -258,10 +287,16 @@ static void rewatch(rlock__loop *l)
     for (k = 0; k < nwant; k++)
         if (events_in(l->set, l->nset, l->want[k].fd) != l->want[k].events)
             l->hooks.watch(l->hooks.arg, l->want[k].fd, l->want[k].events);
-    if (grow(&l->set, &l->capset, nwant)) {
-        if (nwant)
-            memcpy(l->set, l->want, sizeof *l->set * (size_t)nwant);
+    {
+        /* The wanted set is the watched one now: swapped, not copied, so
+         * that no allocation can fail after the loop was told. */
+        watched *v = l->set;
+        int cap = l->capset;
+        l->set = l->want;
+        l->capset = l->capwant;
         l->nset = nwant;
+        l->want = v;
+        l->capwant = cap;
     }
     if (due != l->timer_due) {
         l->timer_due = due;
@@ -288,12 +323,12 @@ static void pass(rlock__loop *l)
             case T_ROUND:
                 if (!round_settled(t) && now < t->until)
                     continue;
-                rlock__bexec_after(&t->b);
+                round_over(l, t);
                 break;
             case T_PAUSE:
                 if (now < t->until)
                     continue;
-                rlock__bexec_after(&t->b);
+                round_over(l, t);
                 break;
             case T_SLEEP: {
                 int woken;
@@ -318,7 +353,7 @@ static void pass(rlock__loop *l)
                 continue;
             }
             moved = 1;
-            if (!next_round(t))
+            if (!next_round(l, t))
                 advance(l, t);
         }
     }

@@ -6,6 +6,7 @@
  * rlock__loop_timeout. Many waits run at once on the one thread, beside
  * threads of the blocking API on the same names; no turn may block.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "core/handles.h"
 #include "engine/engine.h"
+#include "harness/proxy.h"
 #include "harness/server.h"
 #include "harness/test.h"
 #include "loop/loop.h"
@@ -38,6 +40,9 @@ static void tl_watch(void *arg, int fd, short events)
         if (p->fds[i].fd == fd)
             break;
     if (events == 0) {
+        /* A descriptor is unwatched before it is closed: epoll forgets a
+         * closed one and libuv forbids closing one it polls. */
+        CHECK(fcntl(fd, F_GETFD) != -1);
         if (i < p->n)
             p->fds[i] = p->fds[--p->n];
         return;
@@ -77,6 +82,8 @@ static void tl_turn(test_loop *p, rlock__loop *l)
     CHECK(poll(fds, (nfds_t)n, ms) >= 0);
     t0 = rlock__now_ns();
     for (i = 0; i < n; i++)
+        CHECK(!(fds[i].revents & POLLNVAL)); /* watched, but closed */
+    for (i = 0; i < n; i++)
         if (fds[i].revents)
             rlock__loop_ready(l, fds[i].fd, fds[i].revents);
     if (p->due && rlock__now_ns() >= p->due)
@@ -84,6 +91,35 @@ static void tl_turn(test_loop *p, rlock__loop *l)
     p->turns++;
     if (rlock__now_ns() - t0 > p->longest_ns)
         p->longest_ns = rlock__now_ns() - t0;
+}
+
+/* A task whose done sets the int its arg points to. */
+static void flag_done(rlock__task *t)
+{
+    *(int *)t->arg = 1;
+}
+
+/* t set up to run op (stepped by step) of m as the calling thread. */
+static void task_init(rlock__task *t, rlock_mutex *m, rlock__call *call,
+                      rlock__step_fn step, void *op, int *done)
+{
+    memset(t, 0, sizeof *t);
+    t->m = m;
+    t->owner = rlock__as_thread();
+    t->call = call;
+    t->step = step;
+    t->op = op;
+    t->done = flag_done;
+    t->arg = done;
+}
+
+/* The test's loop, and the hooks that reach it. */
+static void tl_init(test_loop *tl, rlock__loop_hooks *hooks)
+{
+    memset(tl, 0, sizeof *tl);
+    hooks->watch = tl_watch;
+    hooks->timer = tl_timer;
+    hooks->arg = tl;
 }
 
 #define NAMES 4
@@ -198,11 +234,8 @@ TEST(a_loop_thread_runs_many_waits_beside_blocking_holders)
     int i, err;
     int64_t t0;
 
-    memset(&tl, 0, sizeof tl);
+    tl_init(&tl, &hooks);
     memset(&b, 0, sizeof b);
-    hooks.watch = tl_watch;
-    hooks.timer = tl_timer;
-    hooks.arg = &tl;
     rlock_client_opts_init(&co);
     /* (A full pool still makes an exchange wait for a connection, which
      * a loop must not: see loop.h.) */
@@ -271,14 +304,6 @@ TEST(a_loop_thread_runs_many_waits_beside_blocking_holders)
     rt_server_stop(s);
 }
 
-static int timed_done;
-
-static void timed_out(rlock__task *t)
-{
-    (void)t;
-    timed_done = 1;
-}
-
 /*
  * A wait on the loop for a lock another client holds ends at its own
  * deadline (by the loop's timer), with RLOCK_ETIMEDOUT, the loop turning
@@ -295,14 +320,10 @@ TEST(a_wait_on_a_loop_ends_at_its_deadline)
     rlock__task t;
     rlock__call call;
     test_loop tl;
-    int err;
+    int err, timed_done = 0;
     int64_t t0, took_ms;
 
-    memset(&tl, 0, sizeof tl);
-    memset(&t, 0, sizeof t);
-    hooks.watch = tl_watch;
-    hooks.timer = tl_timer;
-    hooks.arg = &tl;
+    tl_init(&tl, &hooks);
     CHECK((c = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
     CHECK((other = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
     CHECK((m = rlock_mutex_new(c, "lp-t", NULL, &err)) != NULL);
@@ -313,13 +334,9 @@ TEST(a_wait_on_a_loop_ends_at_its_deadline)
     rlock__call_begin(&call, m);
     rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
                         rlock__after_ms(400), 0);
-    t.m = m;
-    t.owner = rlock__as_thread();
-    t.call = &call;
-    t.step = (rlock__step_fn)rlock__wait_step;
-    t.op = &wait;
+    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait,
+              &timed_done);
     t.wait = &wait;
-    t.done = timed_out;
     rlock__loop_start(l, &t);
     while (!timed_done && rlock__now_ns() - t0 < 10000 * RLOCK__NS_PER_MS)
         tl_turn(&tl, l);
@@ -337,5 +354,66 @@ TEST(a_wait_on_a_loop_ends_at_its_deadline)
     rlock_mutex_free(m2);
     rlock_client_close(c);
     rlock_client_close(other);
+    rt_server_stop(s);
+}
+
+/*
+ * A connection that breaks under a round (the proxy drops it) is closed
+ * when the round ends: the loop is told to stop watching it first (the
+ * test's watch hook checks that every descriptor it is told to forget is
+ * still open, and its poll that none it watches is closed). An extension
+ * is the op: it opens no other connection afterwards (an attempt's undo
+ * would, and could reuse the number). It ends with the connection's
+ * error, and the loop watches nothing of it afterwards.
+ */
+TEST(a_broken_connection_is_unwatched_before_it_closes)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_mutex_opts mo;
+    rlock_client *c;
+    rlock_mutex *m;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    rlock__extend_op e;
+    rlock__task t;
+    rlock__call call;
+    test_loop tl;
+    int err, i, cut_done = 0;
+    int64_t t0;
+
+    tl_init(&tl, &hooks);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 20000;
+    CHECK((c = rlock_client_open(rt_proxy_url(p), NULL, &err)) != NULL);
+    CHECK((m = rlock_mutex_new(c, "lp-cut", &mo, &err)) != NULL);
+    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    /* The request is held on its way: the round waits. */
+    rt_proxy_blackhole(p, RT_PROXY_TO_SERVER | RT_PROXY_TO_CLIENT);
+    rlock__call_begin(&call, m);
+    rlock__extend_op_init(&e, &call, m, rlock__as_thread(), 30000, "extend",
+                          "unchanged");
+    task_init(&t, m, &call, (rlock__step_fn)rlock__extend_step, &e, &cut_done);
+    rlock__loop_start(l, &t);
+    for (i = 0; i < 5; i++)
+        tl_turn(&tl, l);
+    CHECK(!cut_done);
+    CHECK_INT(tl.n, ==, 2); /* the loop's ring, and the connection */
+    rt_proxy_cut_all(p);
+    t0 = rlock__now_ns();
+    while (!cut_done && rlock__now_ns() - t0 < 10000 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    printf("extension ended with %d: %s; %d descriptors watched\n", e.rc,
+           call.err.msg, tl.n);
+    CHECK(cut_done);
+    CHECK(e.rc != RLOCK_OK);
+    CHECK_INT(tl.n, ==, 1); /* the ring only */
+    rlock__loop_free(l);
+    CHECK_INT(tl.n, ==, 0);
+    rt_proxy_blackhole(p, 0);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_proxy_stop(p);
     rt_server_stop(s);
 }
