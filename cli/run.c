@@ -501,6 +501,16 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                 fprintf(stderr, "rlock run: %s not obtained within %s\n", sname,
                         wait_s);
             code = conflict;
+        } else if (h.rc == RLOCK_ELOST) {
+            /* Taken, then lost before the call returned it or before its
+             * token came: the lease ran out (--lease 1ms, a slow round
+             * trip) or the lock was taken from it, before COMMAND could
+             * start, as below. */
+            fprintf(stderr,
+                    "rlock run: lock %s: its lease ended too soon to start "
+                    "%s (%s); not started\n",
+                    sname, scmd, h.errmsg);
+            code = EXIT_LOST;
         } else {
             cli_error_detail(cli, name, h.rc, h.errmsg);
             code = exit_code_for(h.rc);

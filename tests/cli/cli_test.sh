@@ -1200,6 +1200,23 @@ case_fixed_lease_ends_the_tree_within_it() {
     grep -q "too soon" "$dir/err" || fail "said: $(cat "$dir/err")"
 }
 
+# A lease that ends before COMMAND can start, however late rlock finds it
+# out (the acquisition's own check, the token's draw, or the look before
+# starting), is said to end too soon, exit 79, and COMMAND does not run.
+# Under valgrind (cli_valgrind_*) rlock is slow enough that a 1 ms lease
+# ends inside the lock call or the token's draw.
+case_a_lease_that_ends_before_start_is_too_soon() {
+    start_redis
+    local i
+    for i in 1 2 3; do
+        rm -f "$dir/started"
+        "$RLOCK" run --lease 1ms early -- touch "$dir/started" 2>"$dir/err"
+        expect_code 79 $? "a 1 ms lease"
+        [ ! -e "$dir/started" ] || fail "COMMAND ran with a lease that had ended"
+        grep -q "too soon" "$dir/err" || fail "said: $(cat "$dir/err")"
+    done
+}
+
 # ^Z at a terminal: COMMAND and rlock stop as one job, the shell gets its
 # prompt back, and fg lets them go on (tests/cli/pty_job.py drives bash in
 # a pseudo-terminal).
