@@ -219,7 +219,7 @@ enum {
     ATT_SEND,    /* the acquisition's request (again: the full form) */
     ATT_SENT,
     ATT_RETOKEN, /* Redlock's second round sent */
-    ATT_KEEP,    /* the new hold's check (rlock__keep_new_hold) */
+    ATT_KEEP,    /* the new hold's check (rlock__keep_op) */
     ATT_UNDO     /* what the attempt may have taken, given back */
 };
 

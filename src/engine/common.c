@@ -63,7 +63,7 @@ int rlock__hold_record(rlock__call *call, rlock_mutex *m, rlock__as owner,
         if (!h)
             return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         h->watchdog = m->opts.lease_ms == 0;
-        h->unreturned = 1; /* until rlock__keep_new_hold returns it */
+        h->unreturned = 1; /* until its check (rlock__keep_op) returns it */
         h->since = t0;
     }
     /* A re-entry answers the token Redis keeps, 0 if none was drawn; one
@@ -171,19 +171,6 @@ int rlock__undo_step(rlock__undo_op *u, rlock__slot **slot)
     if (!done)
         rlock__undo_later(m, u->owner.no, u->nonce, sent);
     return RLOCK__STEP_DONE;
-}
-
-void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                 uint64_t nonce, int now)
-{
-    rlock__undo_op u;
-
-    if (!now) {
-        rlock__undo_later(m, owner.no, nonce, 0);
-        return;
-    }
-    rlock__undo_op_init(&u, call->deadline_ns, m, owner, nonce);
-    rlock__run(call, m, owner, (rlock__step_fn)rlock__undo_step, &u);
 }
 
 void rlock__run_quiet(rlock__call *call, rlock_mutex *m, rlock__as owner)

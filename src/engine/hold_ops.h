@@ -42,24 +42,6 @@ rlock__hold *rlock__hold_quiet_now(rlock__call *call, rlock_mutex *m,
  * serial, if it is still there (mu held). */
 void rlock__hold_settled(rlock_client *c, uint64_t serial);
 
-/*
- * Owner's hold of m that this call just took (recorded) is returned as
- * held only with lease left: RLOCK_OK. A hold whose counted lease is
- * already over, or that was marked lost, is given back: RLOCK_EBUSY (the
- * caller spends the acquisition's nonce and may try again). With the
- * mutex's replicas, it makes sure they have it; a hold with less than a
- * third of its lease left is renewed first; either failing gives it back
- * and returns the error (RLOCK_EREPLICAS, a connection error). Within the
- * call's deadline.
- */
-int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner);
-
-/* Gives up acquisition nonce of owner: now (now != 0: by the call's
- * deadline, unless that fails) or in the background. The call's error
- * detail may be overwritten. */
-void rlock__undo(rlock__call *call, rlock_mutex *m, rlock__as owner,
-                 uint64_t nonce, int now);
-
 /* Sends req and fills res (mu not held); RLOCK_OK or RLOCK_ENOMEM. */
 int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
                 rlock__results *res);

@@ -29,7 +29,9 @@
 #include "core/waiter.h"
 #include "layout/layout.h"
 
-/* Gives up acquisition nonce of owner now (rlock__undo with now set). */
+/* Gives up acquisition nonce of owner now, by deadline_ns; where any
+ * node did not confirm it, the background sends it again until one does
+ * (rlock__undo_later). */
 typedef struct rlock__undo_op {
     rlock_mutex *m;
     rlock__as owner;
@@ -75,7 +77,17 @@ void rlock__reenter_op_init(rlock__extend_op *e, rlock__call *call,
                             rlock_mutex *m, rlock__as owner);
 void rlock__reenter_done(rlock__extend_op *e);
 
-/* rlock__keep_new_hold (hold_ops.h) as an op. */
+/*
+ * The new hold's check, as an op: owner's hold of m that this call just
+ * took (recorded) is returned as held only with lease left: RLOCK_OK. A
+ * hold whose counted lease is
+ * already over, or that was marked lost, is given back: RLOCK_EBUSY (the
+ * caller spends the acquisition's nonce and may try again). With the
+ * mutex's replicas, it makes sure they have it; a hold with less than a
+ * third of its lease left is renewed first; either failing gives it back
+ * and returns the error (RLOCK_EREPLICAS, a connection error). Within the
+ * call's deadline.
+ */
 typedef struct rlock__keep_op {
     rlock__call *call;
     rlock_mutex *m;

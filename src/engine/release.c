@@ -684,15 +684,6 @@ int rlock__keep_step(rlock__keep_op *k, rlock__slot **slot)
     return RLOCK__STEP_DONE;
 }
 
-int rlock__keep_new_hold(rlock__call *call, rlock_mutex *m, rlock__as owner)
-{
-    rlock__keep_op k;
-
-    rlock__keep_op_init(&k, call, m, owner);
-    rlock__run(call, m, owner, (rlock__step_fn)rlock__keep_step, &k);
-    return k.rc;
-}
-
 void rlock__forget(rlock_mutex *m, rlock__as owner)
 {
     rlock_client *c = m->c;

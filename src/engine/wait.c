@@ -25,7 +25,7 @@
  *    which then found another owner holding the lock. The explorer found
  *    two holders that way.) A grant found so late that
  *    less than a third of its lease is left is renewed before the call returns
- *    (rlock__keep_new_hold), and one whose lease ran out is given back;
+ *    (rlock__keep_op), and one whose lease ran out is given back;
  *  - the current lease or the head waiter's place runs out (the hint the
  *    acquire script returned): a holder that crashed, or a message that
  *    was lost, never strands a waiter longer than that;
@@ -293,7 +293,7 @@ static void step_call(wait *s, rlock__call *one)
         one->deadline_ns = s->bound;
 }
 
-/* A grant was taken (recorded) and checked (rlock__keep_new_hold's rc):
+/* A grant was taken (recorded) and checked (rlock__keep_op's rc):
  * it is the caller's once it is known to have lease left, and with
  * replicas that they have it. A grant lost before that was given back:
  * the wait goes on under a new nonce while it has time (mu not held). */
