@@ -19,6 +19,11 @@
  * (new identity, no inherited connections or holds). */
 void rlock__api_enter(rlock_client *c);
 
+/* rlock_client_open; lazy: the servers are not reached now (an event
+ * loop's client connects on its loop). */
+rlock_client *rlock__client_open(const char *url, const rlock_client_opts *opts,
+                                 int lazy, int *err);
+
 /* Every public call ends here: rc's detail (call's, or the code's name)
  * becomes the calling thread's for client c (NULL: rlock_client_open's)
  * and owner's. Returns rc. */

@@ -175,6 +175,12 @@ static int init_common(rlock_client *c, const rlock_client_opts *opts,
 rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
                                 int *err)
 {
+    return rlock__client_open(url, opts, 0, err);
+}
+
+rlock_client *rlock__client_open(const char *url, const rlock_client_opts *opts,
+                                 int lazy, int *err)
+{
     rlock_client_opts defaults;
     rlock__call call;
     rlock_client *c;
@@ -200,6 +206,7 @@ rlock_client *rlock_client_open(const char *url, const rlock_client_opts *opts,
         return NULL;
     }
     rc = init_common(c, opts, &call);
+    c->lazy = lazy;
     if (rc == RLOCK_OK) {
         c->backend = rlock__backend_for(url);
         rc = c->backend->open(c, url, opts, &call);

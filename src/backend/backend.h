@@ -122,8 +122,15 @@ typedef struct rlock__backend {
     int (*group)(const rlock_client *c, const char *key, size_t len);
     /* PING and INFO server. */
     int (*ping)(rlock_client *c, rlock_server_info *info, rlock__call *call);
-    /* A connection of its own for the subscriber (NULL: no pub/sub). */
-    int (*sub_connect)(rlock_client *c, rlock__conn **out, rlock__call *call);
+    /* The node the subscriber's connection goes to, try i (0, 1, ...):
+     * RLOCK_OK with *out, or with *out NULL when no node is left to try
+     * after i-1; or the failure in call. The subscriber connects to it
+     * (rlock__sub_connect, or in steps on a loop). NULL: no pub/sub. */
+    int (*sub_node)(rlock_client *c, int i, struct rlock__node **out,
+                    rlock__call *call);
+    /* The subscriber could not connect, for rc (NULL: nothing to do; a
+     * Sentinel asks the sentinels again). */
+    void (*sub_failed)(rlock_client *c, int rc);
     /* How much sooner than Redis a holder gives up a lease of lease_ms
      * (clock rates, the time to tell the holder; Redlock's drift). */
     int64_t (*margin_ns)(const rlock_client *c, int64_t lease_ms);
@@ -212,6 +219,13 @@ int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
 /* The round was driven (or the pause is over). */
 void rlock__bexec_after(rlock__bexec *b);
 
+/* Ends b at once, on a driver's cancel, after its round's connections
+ * were failed (they are closed, not pooled: what they carried may still
+ * run, as a request whose reply never came). Returns 1 if b->res holds
+ * the results (every node's failure), 0 if it holds none yet (b paused
+ * between exchanges): the caller fills it. */
+int rlock__bexec_abort(rlock__bexec *b);
+
 /* A call in steps (core/step.h) asked for slot's request. Blocking:
  * rlock__slot_run sends it over c's deployment and fills slot->rc and
  * slot->res. On a loop: rlock__slot_start finishes the request and
@@ -221,6 +235,9 @@ void rlock__bexec_after(rlock__bexec *b);
  * slot->res the results. */
 void rlock__slot_run(rlock__slot *slot, rlock_client *c);
 int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b);
+/* The subscriber's connection, blocking: to the backend's sub_node, the
+ * next one after each that fails, each by the connect timeout. */
+int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call);
 /* routed of a deployment whose request is one exchange over every node
  * the backend lists. */
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,

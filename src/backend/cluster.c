@@ -644,31 +644,26 @@ static int ping_cluster(rlock_client *c, rlock_server_info *info,
     return rlock__node_ping(n, c->opts.command_timeout_ms, info, call);
 }
 
-static int sub_connect_cluster(rlock_client *c, rlock__conn **out,
-                               rlock__call *call)
+/* Any master will do, one after another: a message published on one
+ * reaches the subscribers of all. */
+static int sub_node_cluster(rlock_client *c, int i, rlock__node **out,
+                            rlock__call *call)
 {
     cluster *k = of(c);
-    int i, n, rc = RLOCK_ECONNECT;
+    int n;
 
+    *out = NULL;
     pthread_mutex_lock(&k->mu);
     n = k->nmasters;
     pthread_mutex_unlock(&k->mu);
-    /* Any master will do: a message published on one reaches the
-     * subscribers of all. */
-    for (i = 0; i < n; i++) {
-        rlock__node *node = node_of(k, i);
-        if (!node)
-            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
-        rc = rlock__node_connect(
-            node, rlock__call_until(call, c->opts.connect_timeout_ms), out,
-            call);
-        if (rc == RLOCK_OK)
-            return RLOCK_OK;
-    }
-    if (n == 0)
-        rc = rlock__fail(call, RLOCK_ECONNECT, "no master of %s is known",
-                         c->where);
-    return rc;
+    if (n == 0 && i == 0)
+        return rlock__fail(call, RLOCK_ECONNECT, "no master of %s is known",
+                           c->where);
+    if (i >= n)
+        return RLOCK_OK;
+    if (!(*out = node_of(k, i)))
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    return RLOCK_OK;
 }
 
 /* The masters that serve slots, as the slot map says once read again:
@@ -721,7 +716,8 @@ const rlock__backend rlock__backend_cluster = {
     routed_cluster,
     group_cluster,
     ping_cluster,
-    sub_connect_cluster,
+    sub_node_cluster,
+    NULL,
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,

@@ -83,6 +83,33 @@ void rlock__bexec_after(rlock__bexec *b)
         b->stage = BX_ROUTE;
 }
 
+int rlock__bexec_abort(rlock__bexec *b)
+{
+    rlock__conn *conns[RLOCK__NODES_MAX];
+    size_t want[RLOCK__NODES_MAX];
+    int64_t until;
+    int i, k, filled = 0;
+
+    if (b->stage == BX_XCHG) {
+        /* Every round the exchange would go on with fails at once: a leg
+         * whose connection broke is over, so this ends within a round or
+         * two (the cap is for safety). */
+        for (k = 0; k < 16; k++) {
+            if (!rlock__xchg_round(&b->x, conns, want, &until)) {
+                filled = 1;
+                break;
+            }
+            for (i = 0; i < b->x.n; i++)
+                if (conns[i] && !rlock__conn_settled(conns[i], want[i]))
+                    rlock__conn_fail(conns[i], RLOCK_ECANCELED,
+                                     "the call was canceled");
+            rlock__xchg_after(&b->x);
+        }
+    }
+    b->stage = BX_DONE;
+    return filled;
+}
+
 void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call)
 {
@@ -127,6 +154,32 @@ void rlock__slot_run(rlock__slot *slot, rlock_client *c)
     }
     slot->rc = RLOCK_OK;
     rlock__backend_exec(c, &slot->req, slot->flags, &slot->res, slot->call);
+}
+
+int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call)
+{
+    int i, rc = RLOCK_OK;
+
+    for (i = 0;; i++) {
+        rlock__node *n = NULL;
+        if ((rc = c->backend->sub_node(c, i, &n, call)) != RLOCK_OK)
+            break;
+        if (!n) {
+            if (i == 0)
+                rc = rlock__fail(call, RLOCK_ECONNECT, "no server of %s",
+                                 c->where);
+            else
+                rc = call->err.code ? call->err.code : RLOCK_ECONNECT;
+            break;
+        }
+        rc = rlock__node_connect(
+            n, rlock__call_until(call, c->opts.connect_timeout_ms), out, call);
+        if (rc == RLOCK_OK)
+            return RLOCK_OK;
+    }
+    if (c->backend->sub_failed)
+        c->backend->sub_failed(c, rc);
+    return rc;
 }
 
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,

@@ -1295,14 +1295,13 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
     return RLOCK_OK;
 }
 
-int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
-                        rlock__call *call)
+int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
+                              rlock__call *call)
 {
     rlock__endpoint ep;
     rlock__neterr ne;
     rlock__conn *c;
     char host[256];
-    size_t want;
     int hs, rc;
 
     /* The address is copied under mu (a Sentinel node may move); the
@@ -1321,8 +1320,16 @@ int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
         rlock__conn_close(c);
         return hs;
     }
-    want = (size_t)hs;
-    rlock__net_run(&c, 1, &want, deadline_ns);
+    *want = (size_t)hs;
+    *out = c;
+    return RLOCK_OK;
+}
+
+int rlock__node_connect_end(rlock__node *n, rlock__conn *c, size_t want,
+                            rlock__call *call)
+{
+    int rc;
+
     if (rlock__conn_error(c)->code == 0 &&
         (!rlock__conn_up(c) || rlock__conn_ready(c) < want))
         rlock__conn_fail(c, RLOCK_ENOREPLY, "no reply in time");
@@ -1332,12 +1339,27 @@ int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
         rlock__conn_close(c);
         return rc;
     }
-    if ((rc = handshake_check(n, c, hs, &call->err)) != RLOCK_OK) {
+    if ((rc = handshake_check(n, c, (int)want, &call->err)) != RLOCK_OK) {
         rlock__conn_close(c);
         return rc;
     }
-    if (hs > 0)
+    if (want > 0)
         heard_now(n);
+    return RLOCK_OK;
+}
+
+int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
+                        rlock__call *call)
+{
+    rlock__conn *c;
+    size_t want;
+    int rc;
+
+    if ((rc = rlock__node_connect_begin(n, &c, &want, call)) != RLOCK_OK)
+        return rc;
+    rlock__net_run(&c, 1, &want, deadline_ns);
+    if ((rc = rlock__node_connect_end(n, c, want, call)) != RLOCK_OK)
+        return rc;
     *out = c;
     return RLOCK_OK;
 }

@@ -203,6 +203,15 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
  * deadline_ns: the subscriber's. */
 int rlock__node_connect(rlock__node *n, int64_t deadline_ns, rlock__conn **out,
                         rlock__call *call);
+/* The same in two halves, for a driver of its own: begin starts the
+ * connection (nothing is waited for; a host name is still looked up) and
+ * queues its handshake, whose *want replies the driver waits for (by the
+ * connect timeout); end reads them: RLOCK_OK with c ready for use, or
+ * the failure in call and c closed. */
+int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
+                              rlock__call *call);
+int rlock__node_connect_end(rlock__node *n, rlock__conn *c, size_t want,
+                            rlock__call *call);
 
 /* A one-off connection to host:port with cfg's TLS and bounds but no
  * handshake (sentinels, cluster seeds ask for what they need): the

@@ -342,7 +342,10 @@ static int open_redlock(rlock_client *c, const char *url,
      * may be up later (it is connected to again when a request comes); a
      * node that refuses us, an address that is not one, or one that
      * reaches the server of an earlier entry (RLOCK_EINVAL), is a mistake
-     * to report now. */
+     * to report now (but for an event loop's client: its first request
+     * says). */
+    if (c->lazy)
+        return RLOCK_OK;
     rlock__nodes_connect(r->nodes, r->n, rlock__after_ms(r->node_timeout_ms),
                          &res);
     for (i = 0; i < r->n; i++) {
@@ -525,6 +528,7 @@ const rlock__backend rlock__backend_redlock = {
     rlock__routed_once,
     rlock__group_all,
     ping_redlock,
+    NULL,
     NULL,
     margin_redlock,
     label_redlock,

@@ -441,17 +441,15 @@ static int ping_sentinel(rlock_client *c, rlock_server_info *info,
     return rc;
 }
 
-static int sub_connect_sentinel(rlock_client *c, rlock__conn **out,
-                                rlock__call *call)
+/* The master, as the sentinels say (asked first if it is suspect). */
+static int sub_node_sentinel(rlock_client *c, int i, rlock__node **out,
+                             rlock__call *call)
 {
-    int rc = fresh_address(c, call);
+    int rc = RLOCK_OK;
 
-    if (rc == RLOCK_OK)
-        rc = rlock__node_connect(
-            of(c)->node, rlock__call_until(call, c->opts.connect_timeout_ms),
-            out, call);
-    if (rc != RLOCK_OK)
-        suspect(c, rc);
+    *out = NULL;
+    if (i == 0 && (rc = fresh_address(c, call)) == RLOCK_OK)
+        *out = of(c)->node;
     return rc;
 }
 
@@ -487,7 +485,8 @@ const rlock__backend rlock__backend_sentinel = {
     routed_sentinel,
     rlock__group_all,
     ping_sentinel,
-    sub_connect_sentinel,
+    sub_node_sentinel,
+    suspect,
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,

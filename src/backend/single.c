@@ -63,7 +63,9 @@ static int open_single(rlock_client *c, const char *url,
     c->nnodes = 1;
     c->quorum = 1;
     /* Connect now, so a wrong URL or password fails here, by the connect
-     * timeout alone. */
+     * timeout alone (but for an event loop's client). */
+    if (c->lazy)
+        return RLOCK_OK;
     rlock__nodes_connect(&s->node, 1, rlock__after_ms(opts->connect_timeout_ms),
                          &res);
     if (res.r[0].rc != RLOCK_OK)
@@ -118,12 +120,12 @@ static int ping_single(rlock_client *c, rlock_server_info *info,
                             call);
 }
 
-static int sub_connect_single(rlock_client *c, rlock__conn **out,
-                              rlock__call *call)
+static int sub_node_single(rlock_client *c, int i, rlock__node **out,
+                           rlock__call *call)
 {
-    return rlock__node_connect(
-        of(c)->node, rlock__call_until(call, c->opts.connect_timeout_ms), out,
-        call);
+    (void)call;
+    *out = i == 0 ? of(c)->node : NULL;
+    return RLOCK_OK;
 }
 
 static int server_commands_single(rlock_client *c, int id, int ncmds,
@@ -149,7 +151,8 @@ const rlock__backend rlock__backend_single = {
     rlock__routed_once,
     rlock__group_all,
     ping_single,
-    sub_connect_single,
+    sub_node_single,
+    NULL,
     rlock__margin_one,
     rlock__label_none,
     rlock__failure_one,

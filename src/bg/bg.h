@@ -34,6 +34,7 @@ struct rlock__notify;                         /* notify.c */
 
 struct rlock__bg {
     const struct rlock__driver *driver; /* bg/driver.h */
+    void *drv; /* the driver's own state (an event loop's driver) */
     /* The thread (thread.c). */
     int running;
     int started; /* it has begun running (start-up handshake) */
@@ -55,6 +56,7 @@ struct rlock__bg {
     struct rlock__waiter *sub_reader;
     int sub_polled; /* the thread's poll watches the connection now */
     int sub_busy;   /* the thread reads the connection now (mu not held) */
+    int sub_connecting; /* a driver makes the connection in steps */
     int ring[2];
     /* Undos still to send (cleanup.c). */
     rlock__cleanup *cleanups;
@@ -79,6 +81,13 @@ void rlock__bg_after_fork(rlock_client *c);
 /* Each runs with mu held (released around round trips) and lowers *next
  * to when it wants to run again. */
 void rlock__watchdog_step(rlock_client *c, int64_t *next);
+/* The watchdog's step in parts, for a driver that runs the renewals
+ * (rlock__renew_begin below) as a call of its own: sweep marks lost the
+ * holds whose lease ended unrenewed, forgets those of freed owners, and
+ * hands what it reported to the driver's notices hook; next lowers *next
+ * to the holds' next lease end or renewal. */
+void rlock__watchdog_sweep(rlock_client *c, int64_t *next);
+void rlock__watchdog_next(rlock_client *c, int64_t *next);
 void rlock__cleanup_step(rlock_client *c, int64_t *next);
 void rlock__sub_step(rlock_client *c, int64_t *next);
 
@@ -110,6 +119,21 @@ void rlock__cleanup_begin(rlock_client *c, rlock__cleanup_op *o, int64_t *next);
 int rlock__cleanup_op_step(rlock__cleanup_op *o, rlock__slot **slot);
 
 /* ---- the subscriber (subscriber.c) --------------------------------------- */
+
+/* The subscriber's step in parts, for a driver that makes the
+ * connection in steps of its own (rlock__sub_step is need, a blocking
+ * rlock__sub_connect, attach or unreached, and send). need (mu held)
+ * says what the subscriber needs now: nothing (lowering *next to when
+ * it may), a connection (call is its context: the driver makes one,
+ * with bg->sub_connecting set meanwhile, then calls attach with it, or
+ * unreached), or its subscriptions sent on the connection it has
+ * (send). */
+enum { RLOCK__SUB_NOTHING, RLOCK__SUB_CONNECT, RLOCK__SUB_SEND };
+int rlock__sub_need(rlock_client *c, int64_t *next, rlock__call *call);
+void rlock__sub_attach(rlock_client *c, rlock__conn *conn);
+void rlock__sub_unreached(rlock_client *c, int rc, const char *why,
+                          int64_t *next);
+void rlock__sub_send(rlock_client *c);
 
 /* m's channel is wanted (mu held): subscribed while m exists. Returns 1
  * if the subscription is active, 0 if not yet, or an error. */

@@ -29,6 +29,15 @@ typedef struct rlock__driver {
     void (*stop)(rlock_client *c);
     /* In a forked child: the parent's driver is not the child's. */
     void (*after_fork)(rlock_client *c);
+    /* Loss notices and events wait to be delivered (bg/notify.h; mu
+     * held): the thread driver has notifier threads call them
+     * (rlock__notify_step), a loop calls them on its own thread
+     * (rlock__notify_take). Lowers *next to when to look again. */
+    void (*notices)(rlock_client *c, int64_t *next);
+    /* fd (the subscriber's) is about to be closed: no longer watched
+     * (mu held; NULL: nothing to do). A loop must forget a descriptor
+     * before it is closed. */
+    void (*unwatch)(rlock_client *c, int fd);
 } rlock__driver;
 
 /* The driver of the blocking API (thread.c). */

@@ -114,6 +114,25 @@ void rlock__notify_events(rlock_client *c)
         post(c, NULL);
 }
 
+void rlock__notify_call(rlock_client *c, rlock_mutex *m)
+{
+    if (!m) {
+        /* The events: in order, on this thread, until none is left. */
+        pthread_mutex_unlock(&c->mu);
+        rlock__obs_drain(c->obs);
+        pthread_mutex_lock(&c->mu);
+        return;
+    }
+    m->callbacks++; /* rlock_mutex_free waits for it */
+    pthread_mutex_unlock(&c->mu);
+    /* The callback is the application's code: it may fork, and the calls
+     * it makes get the client's own timeouts. */
+    m->opts.on_lost(m, m->opts.on_lost_arg);
+    pthread_mutex_lock(&c->mu);
+    m->callbacks--;
+    pthread_cond_broadcast(&c->state_cv);
+}
+
 static void *notifier_main(void *arg)
 {
     rlock_client *c = arg;
@@ -136,21 +155,7 @@ static void *notifier_main(void *arg)
             s->tail = &s->head;
         m = n->m;
         free(n);
-        if (!m) {
-            /* The events: in order, on this thread, until none is left. */
-            pthread_mutex_unlock(&c->mu);
-            rlock__obs_drain(c->obs);
-            pthread_mutex_lock(&c->mu);
-            continue;
-        }
-        m->callbacks++; /* rlock_mutex_free waits for it */
-        pthread_mutex_unlock(&c->mu);
-        /* The callback is the application's code: it may fork, and the
-         * calls it makes get the client's own timeouts. */
-        m->opts.on_lost(m, m->opts.on_lost_arg);
-        pthread_mutex_lock(&c->mu);
-        m->callbacks--;
-        pthread_cond_broadcast(&c->state_cv);
+        rlock__notify_call(c, m);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -195,6 +200,25 @@ void rlock__notify_step(rlock_client *c, int64_t *next)
     } else if (s->n < NOTIFIERS_MAX) {
         *next = rlock__earlier(*next, due);
     }
+}
+
+int rlock__notify_take(rlock_client *c, rlock_mutex **m)
+{
+    struct rlock__notify *s = c->bg->notify;
+    rlock__notice *n;
+
+    if (!s || !(n = s->head))
+        return 0;
+    if (!(s->head = n->next))
+        s->tail = &s->head;
+    *m = n->m;
+    free(n);
+    return 1;
+}
+
+int rlock__notify_waiting(const rlock_client *c)
+{
+    return c->bg->notify && c->bg->notify->head;
 }
 
 void rlock__notify_forget(rlock_client *c, const rlock_mutex *m)

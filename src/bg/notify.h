@@ -28,6 +28,17 @@ void rlock__notify_events(rlock_client *c);
  * and every notifier is busy (mu held; lowers *next to when to look
  * again). */
 void rlock__notify_step(rlock_client *c, int64_t *next);
+/* For a driver that delivers notices on its own thread (an event loop),
+ * instead of notifier threads: takes the oldest notice (mu held) and
+ * returns 1 with *m (NULL: the client's queued events), which the driver
+ * delivers with rlock__notify_call; 0: none waits. */
+int rlock__notify_take(rlock_client *c, rlock_mutex **m);
+/* Delivers a notice on this thread (mu held, released around it): calls
+ * m's on_lost, counted in m->callbacks meanwhile, or (m NULL) the
+ * client's queued events. */
+void rlock__notify_call(rlock_client *c, rlock_mutex *m);
+/* Whether a notice waits (mu held). */
+int rlock__notify_waiting(const rlock_client *c);
 /* Stops the notifier threads, waiting for a callback under way (mu not
  * held), and drops what was not delivered. */
 void rlock__notify_free(rlock_client *c);

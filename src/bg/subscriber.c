@@ -169,16 +169,25 @@ static void ring_close(struct rlock__bg *bg)
     }
 }
 
+/* Closes the connection, unwatched first. */
+static void sub_close(rlock_client *c)
+{
+    struct rlock__bg *bg = c->bg;
+
+    if (bg->driver->unwatch)
+        bg->driver->unwatch(c, rlock__conn_fd(bg->sub_conn));
+    rlock__conn_close(bg->sub_conn);
+    bg->sub_conn = NULL;
+}
+
 /* Forgets the connection; every subscription must be sent again. */
 static void sub_drop(rlock_client *c)
 {
     struct rlock__bg *bg = c->bg;
     rlock__sub *s, *next;
 
-    if (bg->sub_conn) {
-        rlock__conn_close(bg->sub_conn);
-        bg->sub_conn = NULL;
-    }
+    if (bg->sub_conn)
+        sub_close(c);
     bg->sub_up = 0;
     for (s = bg->subs; s; s = next) {
         next = s->next;
@@ -267,68 +276,80 @@ static int conn_work(const rlock_client *c)
     return 0;
 }
 
-void rlock__sub_step(rlock_client *c, int64_t *next)
+int rlock__sub_need(rlock_client *c, int64_t *next, rlock__call *call)
 {
     struct rlock__bg *bg = c->bg;
-    rlock__sub *s, *nexts;
-    int pending = 0;
 
     if (bg->sub_reader) {
         /* A waiter reads the connection: it hands it back when rung, and
-         * wakes this thread then. */
+         * wakes the driver then. */
         if (conn_work(c))
             ring(bg);
-        return;
+        return RLOCK__SUB_NOTHING;
     }
+    if (bg->sub_connecting)
+        return RLOCK__SUB_NOTHING; /* the driver is making it */
     if (bg->sub_conn && !sub_current(c)) {
         /* Made to a server that is no longer the master: the waiters
          * retry, and subscribe again on a new connection. */
         sub_drop(c);
         bg->sub_retry_at = 0;
     }
-
     if (!bg->subs) {
         /* Nobody waits for anything: keep no idle connection open. */
         if (bg->sub_conn)
             sub_drop(c);
-        return;
+        return RLOCK__SUB_NOTHING;
     }
-    if (!bg->sub_conn) {
-        rlock__conn *conn = NULL;
-        rlock__call call;
-        int rc;
+    if (bg->sub_conn)
+        return RLOCK__SUB_SEND;
+    if (rlock__now_ns() < bg->sub_retry_at) {
+        *next = rlock__earlier(*next, bg->sub_retry_at);
+        return RLOCK__SUB_NOTHING;
+    }
+    rlock__call_init(call, rlock__holds_end(&c->holds, c->shortest_lease_ms));
+    /* Read before connecting: a move while it connects makes the
+     * connection old at once, and it is made again. */
+    bg->sub_moves = __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);
+    return RLOCK__SUB_CONNECT;
+}
 
-        if (rlock__now_ns() < bg->sub_retry_at) {
-            *next = rlock__earlier(*next, bg->sub_retry_at);
-            return;
-        }
-        rlock__call_init(&call,
-                         rlock__holds_end(&c->holds, c->shortest_lease_ms));
-        /* Read before connecting: a move while it connects makes the
-         * connection old at once, and it is made again. */
-        bg->sub_moves = __atomic_load_n(&c->moves, __ATOMIC_ACQUIRE);
-        pthread_mutex_unlock(&c->mu);
-        rc = c->backend->sub_connect ? c->backend->sub_connect(c, &conn, &call)
-                                     : RLOCK_EINVAL;
-        pthread_mutex_lock(&c->mu);
-        if (rc != RLOCK_OK) {
-            sub_failed_report(c, rc, call.err.msg);
-            bg->sub_retry_at = rlock__after_ms(
-                rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms));
-            *next = rlock__earlier(*next, bg->sub_retry_at);
-            return;
-        }
-        if (bg->sub_broken) {
-            bg->sub_broken = 0;
-            rlock__obs_node(c->obs, RLOCK_EV_RECONNECT, 0, c->where,
-                            "subscriber connection made again");
-        }
-        rlock__conn_set_push(conn, 1);
-        bg->sub_conn = conn;
-        bg->sub_up = 1;
-        for (s = bg->subs; s; s = s->next)
-            s->state = WANTED;
+void rlock__sub_unreached(rlock_client *c, int rc, const char *why,
+                          int64_t *next)
+{
+    struct rlock__bg *bg = c->bg;
+
+    sub_failed_report(c, rc, why);
+    bg->sub_retry_at = rlock__after_ms(
+        rlock__jitter(c->opts.backoff_min_ms, c->opts.backoff_max_ms));
+    *next = rlock__earlier(*next, bg->sub_retry_at);
+}
+
+void rlock__sub_attach(rlock_client *c, rlock__conn *conn)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__sub *s;
+
+    if (bg->sub_broken) {
+        bg->sub_broken = 0;
+        rlock__obs_node(c->obs, RLOCK_EV_RECONNECT, 0, c->where,
+                        "subscriber connection made again");
     }
+    rlock__conn_set_push(conn, 1);
+    bg->sub_conn = conn;
+    bg->sub_up = 1;
+    for (s = bg->subs; s; s = s->next)
+        s->state = WANTED;
+}
+
+void rlock__sub_send(rlock_client *c)
+{
+    struct rlock__bg *bg = c->bg;
+    rlock__sub *s, *nexts;
+    int pending = 0;
+
+    if (!bg->sub_conn || bg->sub_reader)
+        return;
     for (s = bg->subs; s; s = nexts) {
         const char *argv[2];
         size_t lens[2];
@@ -355,16 +376,39 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
         }
     }
     /* Written at once as far as the socket takes it, never waiting: what
-     * is left goes out when the background thread's poll finds the socket
-     * writable (rlock__sub_events). The same call reads what has arrived
-     * already, and a confirmation read here leaves nothing on the socket
-     * for the poll to see: it is handled now (drain), or it would wait in
-     * the buffer for the next message while waiters, never told they are
+     * is left goes out when the driver's poll finds the socket writable
+     * (rlock__sub_events). The same call reads what has arrived already,
+     * and a confirmation read here leaves nothing on the socket for the
+     * poll to see: it is handled now (drain), or it would wait in the
+     * buffer for the next message while waiters, never told they are
      * subscribed, polled with backoff. */
     if (pending && rlock__conn_io(bg->sub_conn, 0) != RLOCK_OK)
         sub_failed(c);
     else if (pending)
         drain(c, bg->sub_conn);
+}
+
+void rlock__sub_step(rlock_client *c, int64_t *next)
+{
+    rlock__call call;
+    int need = rlock__sub_need(c, next, &call);
+
+    if (need == RLOCK__SUB_NOTHING)
+        return;
+    if (need == RLOCK__SUB_CONNECT) {
+        rlock__conn *conn = NULL;
+        int rc;
+
+        pthread_mutex_unlock(&c->mu);
+        rc = rlock__sub_connect(c, &conn, &call);
+        pthread_mutex_lock(&c->mu);
+        if (rc != RLOCK_OK) {
+            rlock__sub_unreached(c, rc, call.err.msg, next);
+            return;
+        }
+        rlock__sub_attach(c, conn);
+    }
+    rlock__sub_send(c);
 }
 
 void rlock__sub_io(rlock_client *c, short revents)
@@ -460,10 +504,8 @@ int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
 
 void rlock__sub_shutdown(rlock_client *c)
 {
-    if (c->bg->sub_conn) {
-        rlock__conn_close(c->bg->sub_conn);
-        c->bg->sub_conn = NULL;
-    }
+    if (c->bg->sub_conn)
+        sub_close(c);
     c->bg->sub_up = 0;
 }
 

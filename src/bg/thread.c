@@ -164,5 +164,6 @@ static void after_fork(rlock_client *c)
 }
 
 const rlock__driver rlock__thread_driver = {
-    "thread", ensure, kick, kick_before, stop, after_fork,
+    "thread",           ensure, kick, kick_before, stop, after_fork,
+    rlock__notify_step, NULL,
 };

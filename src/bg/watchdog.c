@@ -630,22 +630,19 @@ static void sweep(rlock_client *c)
     }
 }
 
-void rlock__watchdog_step(rlock_client *c, int64_t *next)
+void rlock__watchdog_sweep(rlock_client *c, int64_t *next)
+{
+    /* (The events first: rlock__notify_events queues the notice that the
+     * driver's notices hook may start a notifier for.) */
+    sweep(c);
+    rlock__notify_events(c);
+    c->bg->driver->notices(c, next);
+}
+
+void rlock__watchdog_next(rlock_client *c, int64_t *next)
 {
     rlock__hold *h;
 
-    /* Notices of the holds found lost, and the LOST events the sweep
-     * reported, go to their notifiers before any round trip: a server
-     * that stalls the renewals (up to a lease each) does not hold them
-     * up. (The events first: rlock__notify_events queues the notice that
-     * rlock__notify_step may start a notifier for.) */
-    sweep(c);
-    rlock__notify_events(c);
-    rlock__notify_step(c, next);
-    renew_due(c);
-    sweep(c);
-    rlock__notify_events(c);
-    rlock__notify_step(c, next);
     for (h = c->holds.list; h; h = h->next) {
         if (h->lost || h->releasing)
             continue;
@@ -653,4 +650,16 @@ void rlock__watchdog_step(rlock_client *c, int64_t *next)
         if (may_renew(h))
             *next = rlock__earlier(*next, h->renew_at);
     }
+}
+
+void rlock__watchdog_step(rlock_client *c, int64_t *next)
+{
+    /* Notices of the holds found lost, and the LOST events the sweep
+     * reported, go to their notifiers before any round trip: a server
+     * that stalls the renewals (up to a lease each) does not hold them
+     * up. */
+    rlock__watchdog_sweep(c, next);
+    renew_due(c);
+    rlock__watchdog_sweep(c, next);
+    rlock__watchdog_next(c, next);
 }

@@ -45,6 +45,9 @@ struct rlock_client {
     struct rlock__tls_ctx *tls; /* NULL: plain text */
     char *tls_sni;
     char where[300]; /* the URL without password, for messages */
+    /* Opened for an event loop (api/async.c): the backend's open does not
+     * reach the servers (the first request connects, on the loop). */
+    int lazy;
 
     char id[RLOCK__ID_LEN + 1]; /* random; new in a forked child */
     char who[RLOCK__WHO_MAX];   /* "@<host>/<pid>" */
@@ -140,6 +143,8 @@ struct rlock_mutex {
     /* on_lost callbacks of this mutex under way (mu): rlock_mutex_free
      * waits for them. */
     int callbacks;
+    /* The rlock_async_mutex around it (api/async.c), or NULL. */
+    void *outer;
 };
 
 #endif

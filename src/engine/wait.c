@@ -358,7 +358,7 @@ void rlock__wait_op_init(rlock__wait_op *s, rlock__call *call, rlock_mutex *m,
     s->deadline = deadline_ns;
     s->forever = forever;
     s->wakes =
-        lay->wakes && one_copy && c->backend->sub_connect && c->opts.use_pubsub;
+        lay->wakes && one_copy && c->backend->sub_node && c->opts.use_pubsub;
     s->queued = (lay->flags & RLOCK__LAY_QUEUE) && one_copy;
     s->nonce = rlock__new_nonce(c);
     s->t_base = rlock__now_ns();

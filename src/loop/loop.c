@@ -12,43 +12,14 @@
 
 #include "core/handles.h"
 #include "loop/loop.h"
+#include "loop/loop_impl.h"
 #include "util/clock.h"
-
-/* What a task waits for. */
-enum {
-    T_STEP,  /* nothing: it is stepped now */
-    T_ROUND, /* a round of its request's connections, by until */
-    T_PAUSE, /* a pause of the backend's, until until */
-    T_SLEEP, /* a wait's wake-up, or until */
-    T_QUIET  /* the hold's renewal in flight to end: looked at again */
-};
-
-/* How often a quiet wait looks again (the renewal it waits for runs on
- * the client's thread, which tells no loop). */
-#define QUIET_LOOK_NS (1 * RLOCK__NS_PER_MS)
-
-typedef struct watched {
-    int fd;
-    short events;
-} watched;
-
-struct rlock__loop {
-    rlock_client *c;
-    rlock__loop_hooks hooks;
-    rlock__task *tasks;
-    int ntasks;
-    int ring[2];  /* a sleeping waiter's wake-up */
-    watched *set; /* what the loop watches now */
-    int nset, capset;
-    watched *want; /* what it should (a pass's scratch) */
-    int capwant;
-    int64_t timer_due; /* the timer asked for (0: none) */
-};
 
 rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
                              int *err)
 {
     rlock__loop *l = calloc(1, sizeof *l);
+    int rc;
 
     if (!l || pipe2(l->ring, O_NONBLOCK | O_CLOEXEC) != 0) {
         free(l);
@@ -58,6 +29,14 @@ rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
     }
     l->c = c;
     l->hooks = *hooks;
+    if ((rc = rlock__loop_bg_attach(l)) != RLOCK_OK) {
+        close(l->ring[0]);
+        close(l->ring[1]);
+        free(l);
+        if (err)
+            *err = rc;
+        return NULL;
+    }
     l->hooks.watch(l->hooks.arg, l->ring[0], POLLIN);
     if (err)
         *err = RLOCK_OK;
@@ -70,8 +49,11 @@ void rlock__loop_free(rlock__loop *l)
 
     if (!l)
         return;
+    /* Unwatched before anything is closed. */
     for (i = 0; i < l->nset; i++)
         l->hooks.watch(l->hooks.arg, l->set[i].fd, 0);
+    l->nset = 0;
+    rlock__loop_bg_detach(l);
     l->hooks.watch(l->hooks.arg, l->ring[0], 0);
     if (l->timer_due)
         l->hooks.timer(l->hooks.arg, 0);
@@ -126,6 +108,18 @@ static int round_settled(rlock__task *t)
     return all;
 }
 
+void rlock__loop_unwatch(rlock__loop *l, int fd)
+{
+    int k;
+
+    for (k = 0; k < l->nset; k++)
+        if (l->set[k].fd == fd) {
+            l->hooks.watch(l->hooks.arg, fd, 0);
+            l->set[k] = l->set[--l->nset];
+            return;
+        }
+}
+
 /* t's round is over: its connections are no longer watched, before
  * rlock__bexec_after hands them back, which may close them (a loop must
  * stop watching a descriptor before it is closed: epoll forgets a closed
@@ -134,20 +128,11 @@ static int round_settled(rlock__task *t)
  * never register). */
 static void round_over(rlock__loop *l, rlock__task *t)
 {
-    int i, k;
+    int i;
 
-    for (i = 0; i < t->n; i++) {
-        int fd;
-        if (!t->conns[i])
-            continue;
-        fd = rlock__conn_fd(t->conns[i]);
-        for (k = 0; k < l->nset; k++)
-            if (l->set[k].fd == fd) {
-                l->hooks.watch(l->hooks.arg, fd, 0);
-                l->set[k] = l->set[--l->nset];
-                break;
-            }
-    }
+    for (i = 0; i < t->n; i++)
+        if (t->conns[i])
+            rlock__loop_unwatch(l, rlock__conn_fd(t->conns[i]));
     rlock__bexec_after(&t->b);
     /* Nothing of the round is the task's any more. */
     t->state = T_STEP;
@@ -222,6 +207,50 @@ static void advance(rlock__loop *l, rlock__task *t)
     }
 }
 
+void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
+{
+    int i;
+
+    unlink_task(l, t);
+    if (t->state == T_ROUND || t->state == T_PAUSE) {
+        for (i = 0; i < t->n; i++)
+            if (t->conns[i] && !rlock__conn_settled(t->conns[i], t->want[i]))
+                rlock__conn_fail(t->conns[i], RLOCK_ECANCELED,
+                                 "the call was canceled");
+        round_over(l, t);
+        if (!rlock__bexec_abort(&t->b)) {
+            rlock__results_init(&t->slot->res, 0);
+            t->slot->rc = rlock__fail(t->slot->call, RLOCK_ECANCELED,
+                                      "the call was canceled");
+        }
+    } else if (t->state == T_SLEEP) {
+        pthread_mutex_lock(&l->c->mu);
+        t->wait->w.ring_fd = -1;
+        pthread_mutex_unlock(&l->c->mu);
+    }
+    /* The op to its end: every request it asks for fails unsent, and its
+     * sleeps are over (a wait's deadline has passed for it). */
+    for (;;) {
+        rlock__slot *slot;
+        int what;
+
+        if (t->call)
+            t->call->deadline_ns = 1;
+        if (t->wait)
+            t->wait->until = 1;
+        what = t->step(t->op, &slot);
+        if (what == RLOCK__STEP_DONE)
+            break;
+        if (what == RLOCK__STEP_SEND) {
+            rlock__results_init(&slot->res, 0);
+            slot->rc = rlock__fail(slot->call, RLOCK_ECANCELED,
+                                   "the call was canceled");
+        }
+    }
+    t->state = T_STEP;
+    t->done(t);
+}
+
 void rlock__loop_start(rlock__loop *l, rlock__task *t)
 {
     t->state = T_STEP;
@@ -281,6 +310,8 @@ static void rewatch(rlock__loop *l)
             l->want[nwant++].events = rlock__conn_events(c);
         }
     }
+    if (grow(&l->want, &l->capwant, nwant + 2))
+        nwant += rlock__loop_bg_watch(l, l->want + nwant, &due);
     for (k = 0; k < l->nset; k++)
         if (events_in(l->want, nwant, l->set[k].fd) == 0)
             l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
@@ -312,6 +343,7 @@ static void pass(rlock__loop *l)
     rlock__task *t, *next;
     int moved = 1;
 
+    rlock__loop_bg_pass(l);
     /* A task that finishes may start others (at the head): passes until
      * none moves. */
     while (moved) {
@@ -357,6 +389,7 @@ static void pass(rlock__loop *l)
                 advance(l, t);
         }
     }
+    rlock__loop_bg_deliver(l);
     rewatch(l);
 }
 
@@ -369,7 +402,7 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
         char buf[64];
         while (read(fd, buf, sizeof buf) > 0)
             ;
-    } else {
+    } else if (!rlock__loop_bg_ready(l, fd, revents)) {
         for (t = l->tasks; t; t = t->next)
             for (i = 0; t->state == T_ROUND && i < t->n; i++)
                 if (t->conns[i] && rlock__conn_fd(t->conns[i]) == fd)

@@ -68,11 +68,19 @@ typedef struct rlock__task {
  * NULL with *err on failure. */
 rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
                              int *err);
-/* Frees l; no task may be in flight. */
+/* Frees l: the loop is told to forget every descriptor and the timer,
+ * and the background's tasks are canceled. No other task may be in
+ * flight. */
 void rlock__loop_free(rlock__loop *l);
 /* Starts t: stepped at once (its done may be called before this
  * returns). */
 void rlock__loop_start(rlock__loop *l, rlock__task *t);
+/* Takes t off the loop at once and ends it: its round's connections are
+ * failed and closed (what they carried may still run, as a request whose
+ * reply never came, and the op treats it so), the op is stepped to its
+ * end with every further request failing unsent (RLOCK_ECANCELED) and
+ * its sleeps over, and done is called before this returns. */
+void rlock__loop_cancel(rlock__loop *l, rlock__task *t);
 /* fd is ready for revents. */
 void rlock__loop_ready(rlock__loop *l, int fd, short revents);
 /* The timer came. */

@@ -99,6 +99,8 @@ void rt_check_urls_refused(const char *const *urls, size_t n);
 /* Helpers shared by the tests (harness/util.c). */
 int64_t rt_now_ms(void);
 void rt_sleep_ms(int64_t ms);
+/* Threads of this process now (/proc/self/status). */
+int rt_thread_count(void);
 /* Opens a client on url with opts (NULL: defaults), failing the test if it
  * cannot. */
 rlock_client *rt_client(const char *url, const rlock_client_opts *opts);

@@ -19,6 +19,7 @@
 #include "harness/server.h"
 #include "harness/test.h"
 #include "loop/loop.h"
+#include "loop/loop_impl.h"
 #include "util/clock.h"
 
 #define FDS_MAX 512
@@ -111,6 +112,35 @@ static void task_init(rlock__task *t, rlock_mutex *m, rlock__call *call,
     t->op = op;
     t->done = flag_done;
     t->arg = done;
+}
+
+/* Turns tl until *flag is set, for up to ms. */
+static void turn_until(test_loop *tl, rlock__loop *l, const int *flag, int ms)
+{
+    int64_t t0 = rlock__now_ns();
+
+    while (!*flag && rlock__now_ns() - t0 < ms * RLOCK__NS_PER_MS)
+        tl_turn(tl, l);
+}
+
+/* Takes m as the calling thread with a wait on the loop (a client whose
+ * background the loop drives takes no lock with the blocking API). */
+static int loop_lock(test_loop *tl, rlock__loop *l, rlock_mutex *m, int ms)
+{
+    rlock__wait_op wait;
+    rlock__call call;
+    rlock__task t;
+    int done = 0;
+
+    rlock__call_begin(&call, m);
+    rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
+                        rlock__after_ms(ms), 0);
+    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait, &done);
+    t.wait = &wait;
+    rlock__loop_start(l, &t);
+    turn_until(tl, l, &done, ms + 5000);
+    CHECK(done);
+    return wait.rc;
 }
 
 /* The test's loop, and the hooks that reach it. */
@@ -387,8 +417,8 @@ TEST(a_broken_connection_is_unwatched_before_it_closes)
     mo.lease_ms = 20000;
     CHECK((c = rlock_client_open(rt_proxy_url(p), NULL, &err)) != NULL);
     CHECK((m = rlock_mutex_new(c, "lp-cut", &mo, &err)) != NULL);
-    CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    CHECK_RC(loop_lock(&tl, l, m, 5000), RLOCK_OK);
     /* The request is held on its way: the round waits. */
     rt_proxy_blackhole(p, RT_PROXY_TO_SERVER | RT_PROXY_TO_CLIENT);
     rlock__call_begin(&call, m);
@@ -414,6 +444,270 @@ TEST(a_broken_connection_is_unwatched_before_it_closes)
     rt_proxy_blackhole(p, 0);
     rlock_mutex_free(m);
     rlock_client_close(c);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
+/* Turns tl for ms. */
+static void turn_for(test_loop *tl, rlock__loop *l, int ms)
+{
+    static const int never = 0;
+
+    turn_until(tl, l, &never, ms);
+}
+
+/* Extends m's hold (of the calling thread) by the loop. */
+static int loop_extend(test_loop *tl, rlock__loop *l, rlock_mutex *m,
+                       int64_t ms)
+{
+    rlock__extend_op e;
+    rlock__call call;
+    rlock__task t;
+    int done = 0;
+
+    rlock__call_begin(&call, m);
+    rlock__extend_op_init(&e, &call, m, rlock__as_thread(), ms, "extend",
+                          "unchanged");
+    task_init(&t, m, &call, (rlock__step_fn)rlock__extend_step, &e, &done);
+    rlock__loop_start(l, &t);
+    turn_until(tl, l, &done, 10000);
+    CHECK(done);
+    return e.rc;
+}
+
+typedef struct lost_seen {
+    int calls;
+    pthread_t thread;
+    int64_t at;
+} lost_seen;
+
+static void on_lost_seen(rlock_mutex *m, void *arg)
+{
+    lost_seen *ls = arg;
+
+    (void)m;
+    ls->calls++;
+    ls->thread = pthread_self();
+    ls->at = rlock__now_ns();
+}
+
+/*
+ * A client whose background the loop drives starts no thread: its hold's
+ * lease (300 ms) is renewed by the loop's turns for five leases, and the
+ * hold is still the client's at the end. The renewals are the loop's
+ * tasks: its longest turn stays short.
+ */
+TEST(the_loop_renews_holds_and_starts_no_thread)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_client *c;
+    rlock_mutex *m;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    test_loop tl;
+    int err, before;
+
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 300;
+    CHECK((c = rlock_client_open(rt_server_url(s), &co, &err)) != NULL);
+    CHECK((m = rlock_mutex_new(c, "lp-renew", NULL, &err)) != NULL);
+    before = rt_thread_count();
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    CHECK_RC(loop_lock(&tl, l, m, 5000), RLOCK_OK);
+    turn_for(&tl, l, 1500);
+    printf("after 1500 ms: pttl %lld ms, %d turns, longest %lld us, "
+           "threads %d (%d before)\n",
+           rt_cmd_int(s, "PTTL {rlock:lp-renew}"), tl.turns,
+           (long long)(tl.longest_ns / 1000), rt_thread_count(), before);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:lp-renew}"), >, 0);
+    {
+        rlock_stats st = RLOCK_STATS_INIT;
+        CHECK_RC(rlock_client_stats(c, &st), RLOCK_OK);
+        CHECK_INT(st.renewals, >=, 3);
+    }
+    /* The timer is not due over and over: turns sleep in between. */
+    CHECK_INT(tl.turns, <, 1000);
+    CHECK_INT(rt_thread_count(), ==, before);
+    CHECK(!c->bg->running);
+    CHECK_RC(loop_extend(&tl, l, m, 300), RLOCK_OK);
+    CHECK_INT(tl.longest_ns, <, 200 * RLOCK__NS_PER_MS);
+    rlock__loop_free(l);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/*
+ * Losses on the loop. A hold whose key is deleted behind its back is
+ * found gone by the next renewal, and on_lost is called once, on the
+ * loop's own thread. A hold whose loop stalled (the application's code
+ * kept the thread) past its lease is reported lost when the loop turns
+ * again, and never renewed late as if it were held: no request of the
+ * client reaches the server after the stall.
+ */
+TEST(losses_are_told_on_the_loop_thread_never_renewed_late)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_client *c;
+    rlock_mutex *gone, *stalled;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    test_loop tl;
+    lost_seen seen_gone, seen_stalled;
+    long long before;
+    int64_t t0;
+    int err;
+
+    memset(&seen_gone, 0, sizeof seen_gone);
+    memset(&seen_stalled, 0, sizeof seen_stalled);
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 300; /* renewed every 100 ms */
+    CHECK((c = rlock_client_open(rt_server_url(s), &co, &err)) != NULL);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = on_lost_seen;
+    mo.on_lost_arg = &seen_gone;
+    CHECK((gone = rlock_mutex_new(c, "lp-gone", &mo, &err)) != NULL);
+    CHECK_RC(loop_lock(&tl, l, gone, 5000), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:lp-gone}"), ==, 1);
+    t0 = rlock__now_ns();
+    turn_until(&tl, l, &seen_gone.calls, 3000);
+    /* By the next renewal (100 ms), not by the lease's end (300 ms). */
+    printf("gone: told after %lld ms\n",
+           (long long)((seen_gone.at - t0) / RLOCK__NS_PER_MS));
+    CHECK_INT(seen_gone.at - t0, <, 250 * RLOCK__NS_PER_MS);
+    turn_for(&tl, l, 400); /* once, not again */
+    CHECK_INT(seen_gone.calls, ==, 1);
+    CHECK(pthread_equal(seen_gone.thread, pthread_self()));
+    CHECK_RC(loop_extend(&tl, l, gone, 300), RLOCK_ELOST);
+
+    mo.on_lost_arg = &seen_stalled;
+    CHECK((stalled = rlock_mutex_new(c, "lp-stalled", &mo, &err)) != NULL);
+    CHECK_RC(loop_lock(&tl, l, stalled, 5000), RLOCK_OK);
+    poll(NULL, 0, 600); /* the loop stalls past the lease */
+    before = rt_commands_from_clients(s);
+    turn_until(&tl, l, &seen_stalled.calls, 3000);
+    turn_for(&tl, l, 300);
+    printf("stalled: told %d time(s); %lld commands after the stall\n",
+           seen_stalled.calls, rt_commands_from_clients(s) - before);
+    CHECK_INT(seen_stalled.calls, ==, 1);
+    CHECK(pthread_equal(seen_stalled.thread, pthread_self()));
+    CHECK_INT(rt_commands_from_clients(s) - before, ==, 0);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:lp-stalled}"), ==, 0);
+    CHECK(!c->bg->running);
+
+    rlock__loop_free(l);
+    rlock_mutex_free(gone);
+    rlock_mutex_free(stalled);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+/* The proxy's policy: connections after the first get nothing through
+ * while the flag it points to is set. */
+static int64_t hold_later_conns(void *arg, long conn_no, int dir, size_t len)
+{
+    (void)dir;
+    (void)len;
+    return conn_no >= 1 && __atomic_load_n((int *)arg, __ATOMIC_SEQ_CST)
+               ? 100000
+               : 0;
+}
+
+/*
+ * The subscriber's connection is made in steps on the loop: against a
+ * server that accepts it and never answers its handshake (the proxy
+ * holds every connection but the first, the requests'; db 1 makes the
+ * handshake a SELECT), a wait on the loop keeps trying while the
+ * subscriber's connects run out their timeouts (400 ms), and no turn of
+ * the loop waits for one. Once connections pass again, the wait gets the
+ * lock when its holder lets go. Freeing the loop then, with a renewal of
+ * the hold held up in flight, cancels it: nothing waits and nothing
+ * leaks.
+ */
+TEST(the_loops_subscriber_connects_in_steps_and_a_free_cancels)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_client *c, *other;
+    rlock_mutex *m, *m2;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    rlock__wait_op wait;
+    rlock__call call;
+    rlock__task t;
+    test_loop tl;
+    char url[128];
+    int err, done = 0, holding = 1;
+    long accepted;
+    int64_t t0;
+
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.connect_timeout_ms = 400;
+    co.command_timeout_ms = 400;
+    co.watchdog_lease_ms = 600;
+    snprintf(url, sizeof url, "%s/1", rt_proxy_url(p));
+    CHECK((c = rlock_client_open(url, &co, &err)) != NULL);
+    snprintf(url, sizeof url, "%s/1", rt_server_url(s));
+    CHECK((other = rlock_client_open(url, NULL, &err)) != NULL);
+    CHECK((m = rlock_mutex_new(c, "lp-sub", NULL, &err)) != NULL);
+    CHECK((m2 = rlock_mutex_new(other, "lp-sub", NULL, &err)) != NULL);
+    CHECK_RC(rlock_mutex_lock(m2), RLOCK_OK);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    rt_proxy_set_policy(p, hold_later_conns, &holding);
+    rlock__call_begin(&call, m);
+    rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
+                        rlock__after_ms(20000), 0);
+    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait, &done);
+    t.wait = &wait;
+    rlock__loop_start(l, &t);
+    turn_for(&tl, l, 1500);
+    if (done)
+        printf("the wait ended: %d %s\n", wait.rc, call.err.msg);
+    CHECK(!done);
+    accepted = rt_proxy_accepted(p);
+    printf("held for 1500 ms: %ld connections, %d turns, longest %lld us\n",
+           accepted, tl.turns, (long long)(tl.longest_ns / 1000));
+    CHECK_INT(accepted, >=, 3); /* the requests', and two tries at least */
+    CHECK_INT(tl.longest_ns, <, 150 * RLOCK__NS_PER_MS);
+    __atomic_store_n(&holding, 0, __ATOMIC_SEQ_CST);
+    turn_for(&tl, l, 300);
+    CHECK(!done);
+    CHECK_RC(rlock_mutex_unlock(m2), RLOCK_OK);
+    t0 = rlock__now_ns();
+    turn_until(&tl, l, &done, 15000);
+    printf("got it %lld ms after the release: %d %s\n",
+           (long long)((rlock__now_ns() - t0) / RLOCK__NS_PER_MS), wait.rc,
+           call.err.msg);
+    CHECK(done);
+    CHECK_RC(wait.rc, RLOCK_OK);
+    CHECK(!c->bg->running);
+
+    /* A renewal held up on its way, then the loop freed. */
+    rt_proxy_blackhole(p, RT_PROXY_TO_SERVER | RT_PROXY_TO_CLIENT);
+    t0 = rlock__now_ns();
+    while (!(l->bg.renew && l->bg.renew_task.state == T_ROUND) &&
+           rlock__now_ns() - t0 < 2000 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    CHECK(l->bg.renew != NULL);
+    turn_for(&tl, l, 30);
+    CHECK(l->bg.renew != NULL);
+    t0 = rlock__now_ns();
+    rlock__loop_free(l);
+    CHECK_INT(tl.n, ==, 0);
+    CHECK_INT(rlock__now_ns() - t0, <, 150 * RLOCK__NS_PER_MS);
+    rt_proxy_blackhole(p, 0);
+    rlock_mutex_free(m);
+    rlock_mutex_free(m2);
+    rlock_client_close(c);
+    rlock_client_close(other);
     rt_proxy_stop(p);
     rt_server_stop(s);
 }

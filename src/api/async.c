@@ -1,0 +1,704 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The event-loop API (rlock/async.h): a client whose calls and background
+ * work are tasks of one rlock__loop (loop/loop.h), driven by the hooks of
+ * the application's loop. The calls run the engine's ops (engine/ops.h),
+ * the same the blocking API runs on its own thread; what is here is the
+ * API's: checking arguments, one call per handle, the callbacks, and
+ * when it is safe to run them.
+ *
+ * Callbacks never run inside the loop's passes: a call that ends is
+ * queued, and the queue is delivered when the pass is over, just before
+ * rlock_async_ready or rlock_async_timeout returns (depth counts those
+ * entries on the stack). A callback may then free a handle or close the
+ * client: what is still on the stack must not be freed under it, so a
+ * handle freed, or the client closed, at depth > 0 is only marked, and
+ * freed when the outermost entry returns.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rlock/async.h>
+
+#include "api/api.h"
+#include "core/handles.h"
+#include "engine/engine.h"
+#include "engine/ops.h"
+#include "loop/loop.h"
+#include "util/clock.h"
+
+enum { K_LOCK, K_UNLOCK, K_EXTEND };
+
+/* One call in flight, or ended and waiting for its callback. */
+typedef struct acall {
+    rlock__task t;
+    rlock_async_mutex *am;
+    int kind;
+    int token_stage; /* a lock's second op: its token */
+    int try_once;
+    int canceled;
+    int ended; /* on the queue of callbacks */
+    int rc;
+    uint64_t token, nonce;
+    int64_t t0, hint_ms, lease_ms;
+    rlock__call call;
+    void (*lock_cb)(rlock_async_mutex *m, int status, uint64_t token,
+                    void *arg);
+    void (*cb)(rlock_async_mutex *m, int status, void *arg);
+    void *arg;
+    struct acall *next_ended;
+    union {
+        rlock__wait_op wait;
+        rlock__attempt_op attempt;
+        rlock__release_op release;
+        rlock__extend_op extend;
+        rlock__fence_op fence;
+    } op;
+} acall;
+
+struct rlock_async_mutex {
+    rlock_async *a;
+    rlock_mutex *m;
+    rlock_owner *o;
+    rlock_async_mutex *prev, *next;
+    acall *pending;
+    int freed; /* freed by the application at depth > 0: gone later */
+    void (*on_lost)(rlock_mutex *m, void *arg);
+    void *on_lost_arg;
+    char errmsg[RLOCK__ERR_MAX];
+};
+
+struct rlock_async {
+    rlock_client *c;
+    rlock__loop *l;
+    rlock_async_hooks hooks;
+    pthread_t thread;
+    int attached;
+    int depth;
+    int closing;
+    rlock_async_mutex *mutexes;
+    acall *ended, **ended_tail;
+    int64_t loop_due; /* the loop's timer (0: none) */
+    int64_t told_due; /* what the application's timer was told (-1: none) */
+};
+
+/* ---- threads and entries ------------------------------------------------ */
+
+static int on_thread(const rlock_async *a)
+{
+    return !a->attached || pthread_equal(pthread_self(), a->thread);
+}
+
+/* A call refused: its detail goes to am (if any) and to the calling
+ * thread's record for calls of no mutex (rlock_async_errmsg(NULL)). */
+static int fail_call(rlock_async_mutex *am, int rc, const char *msg)
+{
+    rlock__call call;
+
+    rlock__call_init(&call, 0);
+    if (am)
+        snprintf(am->errmsg, sizeof am->errmsg, "%s", msg);
+    return rlock__api_done(&call, NULL, NULL,
+                           rlock__fail(&call, rc, "%s", msg));
+}
+
+/* Tells the application's timer what is due now: the loop's timer, or at
+ * once while callbacks wait. */
+static void tell_timer(rlock_async *a)
+{
+    int64_t due = a->ended ? rlock__now_ns() : a->loop_due;
+    int64_t ms;
+
+    if (!a->attached || a->closing)
+        return;
+    if (due == 0) {
+        if (a->told_due != -1) {
+            a->told_due = -1;
+            a->hooks.timer(a->hooks.arg, -1);
+        }
+        return;
+    }
+    if (due == a->told_due)
+        return;
+    a->told_due = due;
+    ms = (due - rlock__now_ns() + RLOCK__NS_PER_MS - 1) / RLOCK__NS_PER_MS;
+    a->hooks.timer(a->hooks.arg, ms < 0 ? 0 : ms);
+}
+
+static void really_close(rlock_async *a);
+static void really_free(rlock_async_mutex *am);
+static void deliver(rlock_async *a);
+
+static void enter(rlock_async *a)
+{
+    a->depth++;
+}
+
+/* The end of an entry: the callbacks of the calls that ended, then what
+ * was freed meanwhile, once nothing of ours is on the stack. */
+static void leave(rlock_async *a)
+{
+    if (a->depth == 1)
+        deliver(a);
+    if (--a->depth > 0)
+        return;
+    if (a->closing) {
+        really_close(a);
+        return;
+    }
+    {
+        rlock_async_mutex *am = a->mutexes, *next;
+        for (; am; am = next) {
+            next = am->next;
+            if (am->freed)
+                really_free(am);
+        }
+    }
+    tell_timer(a);
+}
+
+/* ---- the loop's hooks --------------------------------------------------- */
+
+static void loop_watch(void *arg, int fd, short events)
+{
+    rlock_async *a = arg;
+    int ev = 0;
+
+    if (events & POLLIN)
+        ev |= RLOCK_ASYNC_READ;
+    if (events & POLLOUT)
+        ev |= RLOCK_ASYNC_WRITE;
+    a->hooks.watch(a->hooks.arg, fd, ev);
+}
+
+static void loop_timer(void *arg, int64_t due_ns)
+{
+    rlock_async *a = arg;
+
+    a->loop_due = due_ns;
+    tell_timer(a);
+}
+
+/* ---- calls ending ------------------------------------------------------- */
+
+static void end_call(acall *ac, int rc)
+{
+    rlock_async_mutex *am = ac->am;
+    rlock_async *a = am->a;
+
+    if (ac->canceled && rc != RLOCK_OK)
+        rc = rlock__fail(&ac->call, RLOCK_ECANCELED, "the call was canceled");
+    ac->rc = rc;
+    rlock__api_done(&ac->call, a->c, am->o, rc);
+    if (rc != RLOCK_OK)
+        snprintf(am->errmsg, sizeof am->errmsg, "%s",
+                 ac->call.err.msg[0] ? ac->call.err.msg : rlock_strerror(rc));
+    ac->ended = 1;
+    ac->next_ended = NULL;
+    *a->ended_tail = ac;
+    a->ended_tail = &ac->next_ended;
+    tell_timer(a);
+}
+
+/* A call that took or extended a hold returns it as held only with lease
+ * left (as the blocking API's held()): a loop that stalled past the lease
+ * meanwhile gets RLOCK_ELOST, and the level it took is gone. */
+static int still_held(acall *ac, int rc)
+{
+    rlock_mutex *m = ac->am->m;
+    rlock__call check;
+    int64_t left;
+
+    if (rc != RLOCK_OK)
+        return rc;
+    rlock__call_init(&check, 0);
+    if (rlock__lease_left(&check, m, ac->t.owner, &left) != RLOCK_ELOST)
+        return RLOCK_OK;
+    rlock__forget(m, ac->t.owner);
+    ac->call.err = check.err;
+    return RLOCK_ELOST;
+}
+
+static void task_done(rlock__task *t);
+
+/* The lock's token: from the hold, where the acquisition drew it (the
+ * handle asks for tokens at once); else a request of its own, unless the
+ * call is being canceled (then token 0: the hold is still the handle's). */
+static void token_stage(acall *ac)
+{
+    rlock_async *a = ac->am->a;
+    rlock__slot *slot;
+
+    ac->token_stage = 1;
+    rlock__fence_op_init(&ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
+    if (rlock__fence_step(&ac->op.fence, &slot) == RLOCK__STEP_DONE) {
+        ac->token = ac->op.fence.token;
+        end_call(ac, still_held(ac, ac->op.fence.rc));
+        return;
+    }
+    rlock__req_free(&slot->req);
+    if (ac->canceled) {
+        ac->token = 0;
+        end_call(ac, still_held(ac, RLOCK_OK));
+        return;
+    }
+    rlock__fence_op_init(&ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
+    ac->t.step = (rlock__step_fn)rlock__fence_step;
+    ac->t.op = &ac->op.fence;
+    ac->t.wait = NULL;
+    rlock__loop_start(a->l, &ac->t);
+}
+
+static void task_done(rlock__task *t)
+{
+    acall *ac = t->arg;
+    rlock_mutex *m = ac->am->m;
+    int rc;
+
+    switch (ac->kind) {
+    case K_LOCK:
+        if (ac->token_stage) {
+            ac->token = ac->op.fence.rc == RLOCK_OK ? ac->op.fence.token : 0;
+            end_call(ac, still_held(ac, ac->op.fence.rc));
+            return;
+        }
+        if (ac->try_once) {
+            rc = ac->op.attempt.rc;
+            rlock__report_acquire(m, t->owner, rc, ac->t0, 1, 0, 0);
+        } else {
+            rc = ac->op.wait.rc;
+            rlock__report_acquire(m, t->owner, rc, ac->t0, ac->op.wait.attempts,
+                                  ac->op.wait.waited,
+                                  rc == RLOCK_OK && ac->op.wait.granted);
+        }
+        if (rc == RLOCK_OK)
+            token_stage(ac);
+        else
+            end_call(ac, rc);
+        return;
+    case K_UNLOCK:
+        end_call(ac, ac->op.release.rc);
+        return;
+    default:
+        rc = ac->op.extend.rc;
+        if (rc == RLOCK_OK)
+            rlock__report_extend(m, t->owner, ac->lease_ms);
+        end_call(ac, still_held(ac, rc));
+        return;
+    }
+}
+
+/* Runs the callback of ac, which has ended (off the queue already). */
+static void call_back(acall *ac)
+{
+    rlock_async_mutex *am = ac->am;
+
+    am->pending = NULL;
+    if (ac->kind == K_LOCK)
+        ac->lock_cb(am, ac->rc, ac->rc == RLOCK_OK ? ac->token : 0, ac->arg);
+    else
+        ac->cb(am, ac->rc, ac->arg);
+    free(ac);
+}
+
+static void deliver(rlock_async *a)
+{
+    acall *ac;
+
+    while ((ac = a->ended) != NULL) {
+        if (!(a->ended = ac->next_ended))
+            a->ended_tail = &a->ended;
+        call_back(ac);
+    }
+}
+
+/* Ends am's pending call now, its callback run before this returns. */
+static int cancel(rlock_async_mutex *am)
+{
+    rlock_async *a = am->a;
+    acall *ac = am->pending, **p;
+
+    if (!ac)
+        return RLOCK_ENOTOWNER;
+    if (!ac->ended) {
+        ac->canceled = 1;
+        /* Its done (task_done) runs inside, and queues it. */
+        rlock__loop_cancel(a->l, &ac->t);
+    }
+    for (p = &a->ended; *p; p = &(*p)->next_ended)
+        if (*p == ac) {
+            *p = ac->next_ended;
+            break;
+        }
+    a->ended_tail = &a->ended;
+    while (*a->ended_tail)
+        a->ended_tail = &(*a->ended_tail)->next_ended;
+    call_back(ac);
+    return RLOCK_OK;
+}
+
+/* ---- the client --------------------------------------------------------- */
+
+rlock_async *rlock_async_open(const char *url, const rlock_client_opts *opts,
+                              int *err)
+{
+    rlock_async *a;
+    int dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!(a = calloc(1, sizeof *a))) {
+        *err = fail_call(NULL, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!(a->c = rlock__client_open(url, opts, 1, err))) {
+        free(a);
+        return NULL;
+    }
+    a->ended_tail = &a->ended;
+    a->told_due = -1;
+    *err = RLOCK_OK;
+    return a;
+}
+
+int rlock_async_attach(rlock_async *a, const rlock_async_hooks *hooks)
+{
+    rlock__loop_hooks lh;
+    int rc;
+
+    if (!a || !hooks || !hooks->watch || !hooks->timer)
+        return fail_call(NULL, RLOCK_EINVAL,
+                         "the client, the hooks and both their functions "
+                         "must not be NULL");
+    if (a->attached || a->closing)
+        return fail_call(NULL, RLOCK_EINVAL, "the client is attached already");
+    a->hooks = *hooks;
+    lh.watch = loop_watch;
+    lh.timer = loop_timer;
+    lh.arg = a;
+    a->thread = pthread_self();
+    a->attached = 1;
+    if (!(a->l = rlock__loop_new(a->c, &lh, &rc))) {
+        a->attached = 0;
+        return fail_call(NULL, rc, "cannot drive the client on this loop");
+    }
+    return RLOCK_OK;
+}
+
+void rlock_async_ready(rlock_async *a, int fd, int events)
+{
+    short revents = 0;
+
+    if (!a || !a->attached || !on_thread(a) || a->closing)
+        return;
+    if (events & RLOCK_ASYNC_READ)
+        revents |= POLLIN;
+    if (events & RLOCK_ASYNC_WRITE)
+        revents |= POLLOUT;
+    enter(a);
+    rlock__loop_ready(a->l, fd, revents);
+    leave(a);
+}
+
+void rlock_async_timeout(rlock_async *a)
+{
+    if (!a || !a->attached || !on_thread(a) || a->closing)
+        return;
+    enter(a);
+    a->told_due = -1; /* it came */
+    rlock__loop_timeout(a->l);
+    leave(a);
+}
+
+static void really_free(rlock_async_mutex *am)
+{
+    rlock_async *a = am->a;
+
+    if (am->prev)
+        am->prev->next = am->next;
+    else
+        a->mutexes = am->next;
+    if (am->next)
+        am->next->prev = am->prev;
+    rlock_mutex_free(am->m);
+    rlock_owner_free(am->o);
+    free(am);
+}
+
+static void really_close(rlock_async *a)
+{
+    while (a->mutexes)
+        really_free(a->mutexes);
+    if (a->l) {
+        rlock__loop_free(a->l);
+        if (a->told_due != -1)
+            a->hooks.timer(a->hooks.arg, -1);
+        if (a->hooks.cleanup)
+            a->hooks.cleanup(a->hooks.arg);
+    }
+    rlock_client_close(a->c);
+    free(a);
+}
+
+void rlock_async_close(rlock_async *a)
+{
+    rlock_async_mutex *am;
+
+    if (!a || !on_thread(a) || a->closing)
+        return;
+    a->closing = 1;
+    /* Every pending call is called back now; the callbacks can start no
+     * other (closing). */
+    enter(a);
+    for (am = a->mutexes; am; am = am->next)
+        if (am->pending)
+            cancel(am);
+    deliver(a);
+    if (--a->depth == 0)
+        really_close(a);
+}
+
+int rlock_async_stats(rlock_async *a, rlock_stats *st)
+{
+    if (!a || !on_thread(a))
+        return fail_call(NULL, RLOCK_EINVAL,
+                         a ? "called from a thread other than the loop's"
+                           : "the client is NULL");
+    return rlock_client_stats(a->c, st);
+}
+
+/* ---- mutexes ------------------------------------------------------------ */
+
+/* on_lost of an async handle: the application's, with its arg. */
+static void lost_trampoline(rlock_mutex *m, void *arg)
+{
+    rlock_async_mutex *am = arg;
+
+    (void)m;
+    if (!am->freed && !am->a->closing)
+        am->on_lost(am->m, am->on_lost_arg);
+}
+
+rlock_async_mutex *rlock_async_mutex_new(rlock_async *a, const char *name,
+                                         const rlock_mutex_opts *opts, int *err)
+{
+    rlock_mutex_opts mo;
+    rlock_async_mutex *am;
+    int dummy;
+
+    if (!err)
+        err = &dummy;
+    if (!a || !on_thread(a) || a->closing) {
+        *err = fail_call(NULL, RLOCK_EINVAL,
+                         !a ? "the client is NULL"
+                         : a->closing
+                             ? "the client is closing"
+                             : "called from a thread other than the loop's");
+        return NULL;
+    }
+    if (opts)
+        mo = *opts;
+    else
+        rlock_mutex_opts_init(&mo);
+    if (!(am = calloc(1, sizeof *am)) || !(am->o = rlock_owner_new(err))) {
+        free(am);
+        *err = fail_call(NULL, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    am->a = a;
+    am->on_lost = mo.on_lost;
+    am->on_lost_arg = mo.on_lost_arg;
+    if (mo.on_lost) {
+        mo.on_lost = lost_trampoline;
+        mo.on_lost_arg = am;
+    }
+    if (!(am->m = rlock_mutex_new(a->c, name, &mo, err))) {
+        rlock_owner_free(am->o);
+        free(am);
+        return NULL;
+    }
+    am->m->outer = am;
+    /* Its locks draw their token at once: the callback is given it. */
+    rlock__want_tokens(am->m);
+    am->next = a->mutexes;
+    if (a->mutexes)
+        a->mutexes->prev = am;
+    a->mutexes = am;
+    *err = RLOCK_OK;
+    return am;
+}
+
+void rlock_async_mutex_free(rlock_async_mutex *am)
+{
+    rlock_async *a;
+
+    if (!am || am->freed)
+        return;
+    a = am->a;
+    if (!on_thread(a))
+        return;
+    if (am->pending)
+        cancel(am);
+    if (a->depth > 0 || a->closing) {
+        am->freed = 1; /* freed when the entry on the stack returns */
+        return;
+    }
+    really_free(am);
+}
+
+rlock_async_mutex *rlock_async_mutex_of(rlock_mutex *m)
+{
+    return m ? m->outer : NULL;
+}
+
+const char *rlock_async_errmsg(rlock_async_mutex *am)
+{
+    if (!am)
+        return rlock_client_errmsg(NULL);
+    return am->errmsg;
+}
+
+/* Checks a call's arguments and makes its struct. NULL with *rc. */
+static acall *call_new(rlock_async_mutex *am, int have_cb, int *rc)
+{
+    rlock_async *a = am ? am->a : NULL;
+    const char *why = NULL;
+    acall *ac;
+
+    if (!am)
+        why = "the mutex is NULL";
+    else if (!on_thread(a))
+        why = "called from a thread other than the loop's";
+    else if (am->freed || a->closing)
+        why = "the mutex is freed, or its client closing";
+    else if (!a->attached)
+        why = "the client is attached to no loop (rlock_async_attach)";
+    else if (!have_cb)
+        why = "the callback is NULL";
+    else if (am->pending)
+        why = "a call of this mutex is pending: one at a time";
+    if (why) {
+        /* (The handle's own record only on its thread.) */
+        *rc = fail_call(am && on_thread(a) ? am : NULL, RLOCK_EINVAL, why);
+        return NULL;
+    }
+    if (!(ac = calloc(1, sizeof *ac))) {
+        *rc = fail_call(am, RLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ac->am = am;
+    rlock__api_enter(a->c);
+    rlock__call_begin(&ac->call, am->m);
+    ac->t.m = am->m;
+    ac->t.owner = rlock__as_owner(am->o);
+    ac->t.call = &ac->call;
+    ac->t.done = task_done;
+    ac->t.arg = ac;
+    ac->t0 = rlock__now_ns();
+    *rc = RLOCK_OK;
+    return ac;
+}
+
+/* Starts ac's task: its first step runs now, and may end it (its callback
+ * still comes from the loop). */
+static int call_start(acall *ac)
+{
+    rlock_async *a = ac->am->a;
+
+    ac->am->pending = ac;
+    enter(a);
+    rlock__loop_start(a->l, &ac->t);
+    /* (Not leave: no callback runs inside the call that started it.) */
+    a->depth--;
+    tell_timer(a);
+    return RLOCK_OK;
+}
+
+int rlock_async_lock(rlock_async_mutex *am, int64_t wait_ms,
+                     void (*cb)(rlock_async_mutex *m, int status,
+                                uint64_t token, void *arg),
+                     void *arg)
+{
+    acall *ac;
+    int rc;
+
+    if (!(ac = call_new(am, cb != NULL, &rc)))
+        return rc;
+    if (wait_ms > RLOCK_MS_MAX) {
+        free(ac);
+        return fail_call(am, RLOCK_EINVAL, "wait_ms is too large");
+    }
+    ac->kind = K_LOCK;
+    ac->lock_cb = cb;
+    ac->arg = arg;
+    if (wait_ms == 0) {
+        ac->try_once = 1;
+        ac->nonce = rlock__new_nonce(am->a->c);
+        rlock__attempt_op_init(&ac->op.attempt, &ac->call, am->m, ac->t.owner,
+                               't', &ac->nonce, &ac->hint_ms);
+        ac->t.step = (rlock__step_fn)rlock__attempt_step;
+        ac->t.op = &ac->op.attempt;
+    } else {
+        rlock__wait_op_init(&ac->op.wait, &ac->call, am->m, ac->t.owner,
+                            wait_ms < 0 ? 0 : rlock__after_ms(wait_ms),
+                            wait_ms < 0);
+        ac->t.step = (rlock__step_fn)rlock__wait_step;
+        ac->t.op = &ac->op.wait;
+        ac->t.wait = &ac->op.wait;
+    }
+    return call_start(ac);
+}
+
+int rlock_async_unlock(rlock_async_mutex *am,
+                       void (*cb)(rlock_async_mutex *m, int status, void *arg),
+                       void *arg)
+{
+    acall *ac;
+    int rc;
+
+    if (!(ac = call_new(am, cb != NULL, &rc)))
+        return rc;
+    ac->kind = K_UNLOCK;
+    ac->cb = cb;
+    ac->arg = arg;
+    rlock__release_op_init(&ac->op.release, &ac->call, am->m, ac->t.owner);
+    ac->t.step = (rlock__step_fn)rlock__release_step;
+    ac->t.op = &ac->op.release;
+    return call_start(ac);
+}
+
+int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
+                       void (*cb)(rlock_async_mutex *m, int status, void *arg),
+                       void *arg)
+{
+    acall *ac;
+    int rc;
+
+    if (!(ac = call_new(am, cb != NULL, &rc)))
+        return rc;
+    if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX) {
+        free(ac);
+        return fail_call(am, RLOCK_EINVAL, "lease_ms must be 1 or more");
+    }
+    ac->kind = K_EXTEND;
+    ac->cb = cb;
+    ac->arg = arg;
+    ac->lease_ms = lease_ms;
+    rlock__extend_op_init(&ac->op.extend, &ac->call, am->m, ac->t.owner,
+                          lease_ms, "extend",
+                          "the lease end this client counts with is "
+                          "unchanged");
+    ac->t.step = (rlock__step_fn)rlock__extend_step;
+    ac->t.op = &ac->op.extend;
+    return call_start(ac);
+}
+
+int rlock_async_cancel(rlock_async_mutex *am)
+{
+    if (!am || !on_thread(am->a) || am->freed)
+        return fail_call(NULL, RLOCK_EINVAL,
+                         "the mutex is NULL, freed, or not the loop thread's");
+    return cancel(am);
+}

@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The event-loop API (rlock/async.h) through its generic hooks, on a loop
+ * of the test's own: poll(2) over the descriptors the library asks it to
+ * watch, and the one timer it asks for. The loop checks the library's
+ * word: a descriptor it is told to forget is still open, none it watches
+ * is closed, and no turn takes long.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rlock/async.h>
+
+#include "harness/proxy.h"
+#include "harness/test.h"
+
+#define FDS_MAX 1024
+
+typedef struct aloop {
+    struct pollfd fds[FDS_MAX];
+    int n;
+    int64_t due_ms; /* the timer's time, rt_now_ms (-1: none) */
+    int64_t longest_ms;
+    int turns, timers, cleanups;
+    rlock_async *a;
+} aloop;
+
+static void al_watch(void *arg, int fd, int events)
+{
+    aloop *p = arg;
+    int i;
+
+    for (i = 0; i < p->n; i++)
+        if (p->fds[i].fd == fd)
+            break;
+    if (events == 0) {
+        CHECK(fcntl(fd, F_GETFD) != -1); /* forgotten before it closes */
+        if (i < p->n)
+            p->fds[i] = p->fds[--p->n];
+        return;
+    }
+    if (i == p->n) {
+        CHECK(p->n < FDS_MAX);
+        p->n++;
+    }
+    p->fds[i].fd = fd;
+    p->fds[i].events = (short)(((events & RLOCK_ASYNC_READ) ? POLLIN : 0) |
+                               ((events & RLOCK_ASYNC_WRITE) ? POLLOUT : 0));
+}
+
+static void al_timer(void *arg, int64_t after_ms)
+{
+    aloop *p = arg;
+
+    p->due_ms = after_ms < 0 ? -1 : rt_now_ms() + after_ms;
+}
+
+static void al_cleanup(void *arg)
+{
+    aloop *p = arg;
+
+    CHECK_INT(p->n, ==, 0);       /* every descriptor forgotten first */
+    CHECK_INT(p->due_ms, ==, -1); /* and the timer */
+    p->cleanups++;
+}
+
+/* The client a, attached to p on this thread. */
+static void al_attach(aloop *p, rlock_async *a)
+{
+    rlock_async_hooks h;
+
+    memset(p, 0, sizeof *p);
+    memset(&h, 0, sizeof h);
+    p->due_ms = -1;
+    p->a = a;
+    h.cleanup = al_cleanup;
+    h.watch = al_watch;
+    h.timer = al_timer;
+    h.arg = p;
+    CHECK_RC(rlock_async_attach(a, &h), RLOCK_OK);
+}
+
+/* One turn: a poll of at most 50 ms (less if the timer is sooner), then
+ * the readiness and the timer reported. */
+static void al_turn(aloop *p)
+{
+    struct pollfd fds[FDS_MAX];
+    int i, n = p->n, ms = 50;
+    int64_t t0;
+
+    if (p->due_ms >= 0) {
+        int64_t left = p->due_ms - rt_now_ms();
+        ms = left < 0 ? 0 : left < 50 ? (int)left : 50;
+    }
+    memcpy(fds, p->fds, sizeof *fds * (size_t)n);
+    for (i = 0; i < n; i++)
+        fds[i].revents = 0;
+    CHECK(poll(fds, (nfds_t)n, ms) >= 0);
+    t0 = rt_now_ms();
+    for (i = 0; i < n; i++) {
+        int ev = 0;
+        CHECK(!(fds[i].revents & POLLNVAL));
+        if (fds[i].revents & (POLLIN | POLLERR | POLLHUP))
+            ev |= RLOCK_ASYNC_READ;
+        if (fds[i].revents & (POLLOUT | POLLERR | POLLHUP))
+            ev |= RLOCK_ASYNC_WRITE;
+        /* (A callback may have closed the client: p->a is NULL then.) */
+        if (ev && p->a)
+            rlock_async_ready(p->a, fds[i].fd, ev);
+    }
+    if (p->a && p->due_ms >= 0 && rt_now_ms() >= p->due_ms) {
+        p->due_ms = -1;
+        p->timers++;
+        rlock_async_timeout(p->a);
+    }
+    p->turns++;
+    if (rt_now_ms() - t0 > p->longest_ms)
+        p->longest_ms = rt_now_ms() - t0;
+}
+
+/* Turns p until *flag is set (or ms pass). */
+static void al_until(aloop *p, const int *flag, int64_t ms)
+{
+    int64_t t0 = rt_now_ms();
+
+    while (!*flag && rt_now_ms() - t0 < ms)
+        al_turn(p);
+}
+
+static void al_for(aloop *p, int64_t ms)
+{
+    static const int never = 0;
+
+    al_until(p, &never, ms);
+}
+
+/* What a callback saw. */
+typedef struct seen {
+    int calls, status;
+    uint64_t token;
+    rlock_async_mutex *m;
+    int order; /* the how-many-th callback of the test it was */
+} seen;
+
+static int callbacks_so_far;
+
+static void lock_cb(rlock_async_mutex *m, int status, uint64_t token, void *arg)
+{
+    seen *s = arg;
+
+    s->calls++;
+    s->status = status;
+    s->token = token;
+    s->m = m;
+    s->order = ++callbacks_so_far;
+}
+
+static void done_cb(rlock_async_mutex *m, int status, void *arg)
+{
+    seen *s = arg;
+
+    s->calls++;
+    s->status = status;
+    s->m = m;
+    s->order = ++callbacks_so_far;
+}
+
+/* Locks m (waiting up to wait_ms) and turns until the callback: its
+ * status. */
+static int al_lock(aloop *p, rlock_async_mutex *m, int64_t wait_ms,
+                   uint64_t *token)
+{
+    seen s;
+
+    memset(&s, 0, sizeof s);
+    CHECK_RC(rlock_async_lock(m, wait_ms, lock_cb, &s), RLOCK_OK);
+    CHECK_INT(s.calls, ==, 0); /* never inside the call */
+    al_until(p, &s.calls, 20000);
+    CHECK_INT(s.calls, ==, 1);
+    CHECK(s.m == m);
+    if (token)
+        *token = s.token;
+    return s.status;
+}
+
+static int al_unlock(aloop *p, rlock_async_mutex *m)
+{
+    seen s;
+
+    memset(&s, 0, sizeof s);
+    CHECK_RC(rlock_async_unlock(m, done_cb, &s), RLOCK_OK);
+    CHECK_INT(s.calls, ==, 0);
+    al_until(p, &s.calls, 20000);
+    CHECK_INT(s.calls, ==, 1);
+    return s.status;
+}
+
+static int al_extend(aloop *p, rlock_async_mutex *m, int64_t lease_ms)
+{
+    seen s;
+
+    memset(&s, 0, sizeof s);
+    CHECK_RC(rlock_async_extend(m, lease_ms, done_cb, &s), RLOCK_OK);
+    al_until(p, &s.calls, 20000);
+    CHECK_INT(s.calls, ==, 1);
+    return s.status;
+}
+
+/*
+ * The mutex's calls through the generic hooks: a try, a busy try of
+ * another handle, re-entry counted per handle, an extension, the token
+ * growing with each fresh acquisition, unlock of nothing; and the loop
+ * never told to watch a closed descriptor, no turn long.
+ */
+TEST(async_lock_unlock_and_extend_through_the_hooks)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_async *a;
+    rlock_async_mutex *m1, *m2;
+    rlock_mutex_opts mo;
+    uint64_t t1 = 0, t2 = 0, t3 = 0;
+    aloop p;
+    int err;
+
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    al_attach(&p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 5000;
+    CHECK((m1 = rlock_async_mutex_new(a, "as-basic", &mo, &err)) != NULL);
+    CHECK((m2 = rlock_async_mutex_new(a, "as-basic", &mo, &err)) != NULL);
+
+    CHECK_RC(al_lock(&p, m1, 0, &t1), RLOCK_OK);
+    CHECK(t1 > 0);
+    CHECK_RC(al_lock(&p, m2, 0, NULL), RLOCK_EBUSY);
+    CHECK(strlen(rlock_async_errmsg(m2)) > 0);
+    /* Re-entry: the handle owns the hold. */
+    CHECK_RC(al_lock(&p, m1, 0, &t2), RLOCK_OK);
+    CHECK_RC(al_extend(&p, m1, 20000), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "PTTL {rlock:as-basic}"), >, 10000);
+    CHECK_RC(al_unlock(&p, m1), RLOCK_OK);
+    CHECK_RC(al_lock(&p, m2, 0, NULL), RLOCK_EBUSY); /* one level left */
+    CHECK_RC(al_unlock(&p, m1), RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m1), RLOCK_ENOTOWNER);
+    CHECK_RC(al_lock(&p, m2, 1000, &t3), RLOCK_OK);
+    CHECK(t3 > t1);
+    CHECK_RC(al_unlock(&p, m2), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-basic}"), ==, 0);
+    printf("%d turns, %d timers, longest turn %lld ms\n", p.turns, p.timers,
+           (long long)p.longest_ms);
+    CHECK_INT(p.longest_ms, <, 500);
+    rlock_async_close(a);
+    CHECK_INT(p.n, ==, 0); /* every descriptor forgotten */
+    CHECK_INT(p.due_ms, ==, -1);
+    CHECK_INT(p.cleanups, ==, 1);
+    rt_server_stop(s);
+}
+
+/*
+ * Waits on one loop are FIFO and woken by pub/sub: four handles wait
+ * (with no limit, and with one) behind a fifth, holders of another client
+ * of the blocking API; each gets the lock in the order it asked, at once
+ * when the one before lets go. With the watchdog the hold is renewed on
+ * the loop for several leases, and no thread is started for it.
+ */
+TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_async *a;
+    rlock_client *c;
+    rlock_mutex *holder;
+    rlock_async_mutex *w[4];
+    seen got[4], freed[4];
+    aloop p;
+    int i, err, threads;
+    int64_t t0;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 400;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    CHECK((c = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
+    CHECK((holder = rlock_mutex_new(c, "as-fifo", NULL, &err)) != NULL);
+    al_attach(&p, a);
+    CHECK_RC(rlock_mutex_lock(holder), RLOCK_OK);
+    threads = rt_thread_count(); /* the blocking client's are started */
+    memset(got, 0, sizeof got);
+    memset(freed, 0, sizeof freed);
+    for (i = 0; i < 4; i++) {
+        CHECK((w[i] = rlock_async_mutex_new(a, "as-fifo", NULL, &err)) != NULL);
+        CHECK_RC(rlock_async_lock(w[i], i % 2 ? 30000 : -1, lock_cb, &got[i]),
+                 RLOCK_OK);
+        al_for(&p, 100); /* queued in this order */
+    }
+    CHECK_RC(rlock_mutex_unlock(holder), RLOCK_OK);
+    for (i = 0; i < 4; i++) {
+        int j;
+        t0 = rt_now_ms();
+        al_until(&p, &got[i].calls, 20000);
+        printf("waiter %d: %d after %lld ms\n", i, got[i].status,
+               (long long)(rt_now_ms() - t0));
+        CHECK_RC(got[i].status, RLOCK_OK);
+        CHECK(got[i].token > 0);
+        CHECK_INT(rt_now_ms() - t0, <, 1000); /* woken, not polled for */
+        for (j = i + 1; j < 4; j++)
+            CHECK_INT(got[j].calls, ==, 0);
+        if (i == 0) {
+            /* Held for three leases: renewed on the loop. */
+            al_for(&p, 1200);
+            CHECK_INT(rt_cmd_int(s, "PTTL {rlock:as-fifo}"), >, 0);
+            CHECK_INT(rt_thread_count(), ==, threads);
+        }
+        CHECK_RC(rlock_async_unlock(w[i], done_cb, &freed[i]), RLOCK_OK);
+    }
+    for (i = 0; i + 1 < 4; i++)
+        CHECK_INT(got[i].order, <, got[i + 1].order);
+    al_until(&p, &freed[3].calls, 5000);
+    for (i = 0; i < 4; i++)
+        CHECK_RC(freed[i].status, RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-fifo}"), ==, 0);
+    CHECK_INT(p.longest_ms, <, 500);
+    rlock_async_close(a);
+    rlock_mutex_free(holder);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
+
+static pthread_t loop_thread;
+
+/* on_lost: status says whether it came on the loop's thread. */
+static void lost_cb(rlock_mutex *m, void *arg)
+{
+    seen *s = arg;
+
+    s->calls++;
+    s->m = rlock_async_mutex_of(m);
+    s->status = pthread_equal(pthread_self(), loop_thread);
+}
+
+/*
+ * on_lost on the loop: a hold whose key is deleted behind its back is
+ * reported by the next renewal, on the loop's thread, naming its handle;
+ * the handle's next call says RLOCK_ELOST.
+ */
+TEST(async_on_lost_comes_on_the_loop)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    seen lost;
+    aloop p;
+    int err;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 300;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    al_attach(&p, a);
+    memset(&lost, 0, sizeof lost);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = lost_cb;
+    mo.on_lost_arg = &lost;
+    loop_thread = pthread_self();
+    CHECK((m = rlock_async_mutex_new(a, "as-lost", &mo, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DEL {rlock:as-lost}"), ==, 1);
+    al_until(&p, &lost.calls, 3000);
+    al_for(&p, 300);
+    CHECK_INT(lost.calls, ==, 1);
+    CHECK(lost.m == m);
+    CHECK(lost.status); /* on the loop's thread */
+    CHECK_RC(al_extend(&p, m, 1000), RLOCK_ELOST);
+    rlock_async_close(a);
+    rt_server_stop(s);
+}
+
+typedef struct chain {
+    rlock_async *a;
+    aloop *p;
+    rlock_async_mutex *m, *other;
+    int step, status, closed;
+    seen next;
+} chain;
+
+/* Frees its own mutex. */
+static void cb_frees(rlock_async_mutex *m, int status, uint64_t token,
+                     void *arg)
+{
+    chain *ch = arg;
+
+    (void)token;
+    ch->status = status;
+    rlock_async_mutex_free(m);
+    ch->step = 1;
+}
+
+/* Starts another lock on another handle. */
+static void cb_starts(rlock_async_mutex *m, int status, uint64_t token,
+                      void *arg)
+{
+    chain *ch = arg;
+
+    (void)m;
+    (void)token;
+    ch->status = status;
+    CHECK_RC(rlock_async_lock(ch->other, 0, lock_cb, &ch->next), RLOCK_OK);
+    ch->step = 1;
+}
+
+/* Closes the client. */
+static void cb_closes(rlock_async_mutex *m, int status, uint64_t token,
+                      void *arg)
+{
+    chain *ch = arg;
+
+    (void)m;
+    (void)token;
+    ch->status = status;
+    rlock_async_close(ch->a);
+    ch->p->a = NULL;
+    ch->closed = 1;
+    ch->step = 1;
+}
+
+/*
+ * A callback may free its mutex, start another lock, or close the client
+ * (then every other pending call is called back with RLOCK_ECANCELED,
+ * before rlock_async_close returns); nothing leaks (the sanitizer
+ * builds), and the loop is told to forget every descriptor.
+ */
+TEST(async_callbacks_may_free_start_or_close)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_async *a;
+    rlock_async_mutex *m, *other, *waiting;
+    chain ch;
+    seen w;
+    aloop p;
+    int err;
+
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    al_attach(&p, a);
+    memset(&ch, 0, sizeof ch);
+    ch.a = a;
+    ch.p = &p;
+
+    CHECK((m = rlock_async_mutex_new(a, "as-cb-1", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(m, 0, cb_frees, &ch), RLOCK_OK);
+    al_until(&p, &ch.step, 5000);
+    CHECK_RC(ch.status, RLOCK_OK);
+
+    ch.step = 0;
+    CHECK((m = rlock_async_mutex_new(a, "as-cb-2", NULL, &err)) != NULL);
+    CHECK((ch.other = rlock_async_mutex_new(a, "as-cb-3", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(m, 0, cb_starts, &ch), RLOCK_OK);
+    al_until(&p, &ch.next.calls, 5000);
+    CHECK_RC(ch.status, RLOCK_OK);
+    CHECK_RC(ch.next.status, RLOCK_OK);
+
+    /* A wait that cannot end (m holds as-cb-2), and a lock whose callback
+     * closes the client. */
+    memset(&w, 0, sizeof w);
+    CHECK((waiting = rlock_async_mutex_new(a, "as-cb-2", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(waiting, -1, lock_cb, &w), RLOCK_OK);
+    al_for(&p, 200);
+    ch.step = 0;
+    CHECK((other = rlock_async_mutex_new(a, "as-cb-4", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(other, 0, cb_closes, &ch), RLOCK_OK);
+    al_until(&p, &ch.closed, 5000);
+    CHECK(ch.closed);
+    CHECK_INT(w.calls, ==, 1);
+    CHECK_RC(w.status, RLOCK_ECANCELED);
+    CHECK_INT(p.n, ==, 0);
+    rt_server_stop(s);
+}
+
+/*
+ * rlock_async_cancel: a waiting lock is called back at once with
+ * RLOCK_ECANCELED, before the call returns, and leaves the queue: the
+ * waiter behind it gets the lock when the holder lets go, and the
+ * canceled one never does. Nothing pending: RLOCK_ENOTOWNER. Closing
+ * the client cancels what waits the same way.
+ */
+TEST(async_cancel_and_close_end_pending_calls)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_async *a;
+    rlock_async_mutex *h, *w1, *w2, *w3;
+    seen s1, s2, s3;
+    aloop p;
+    int err;
+
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    al_attach(&p, a);
+    CHECK((h = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
+    CHECK((w1 = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
+    CHECK((w2 = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
+    CHECK((w3 = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
+    CHECK_RC(al_lock(&p, h, 0, NULL), RLOCK_OK);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    memset(&s3, 0, sizeof s3);
+    CHECK_RC(rlock_async_cancel(w1), RLOCK_ENOTOWNER);
+    CHECK_RC(rlock_async_lock(w1, -1, lock_cb, &s1), RLOCK_OK);
+    al_for(&p, 150);
+    CHECK_RC(rlock_async_lock(w2, 30000, lock_cb, &s2), RLOCK_OK);
+    al_for(&p, 150);
+    CHECK_RC(rlock_async_cancel(w1), RLOCK_OK);
+    CHECK_INT(s1.calls, ==, 1);
+    CHECK_RC(s1.status, RLOCK_ECANCELED);
+    CHECK_RC(al_unlock(&p, h), RLOCK_OK);
+    al_until(&p, &s2.calls, 10000);
+    CHECK_RC(s2.status, RLOCK_OK);
+    al_for(&p, 200);
+    CHECK_INT(s1.calls, ==, 1);
+    /* w3 waits behind w2; closing ends its wait. */
+    CHECK_RC(rlock_async_lock(w3, -1, lock_cb, &s3), RLOCK_OK);
+    al_for(&p, 150);
+    rlock_async_close(a);
+    CHECK_INT(s3.calls, ==, 1);
+    CHECK_RC(s3.status, RLOCK_ECANCELED);
+    CHECK_INT(p.n, ==, 0);
+    rt_server_stop(s);
+}
+
+typedef struct other_thread {
+    rlock_async *a;
+    rlock_async_mutex *m;
+    int rc_lock, rc_cancel;
+    rlock_async_mutex *made;
+    int err;
+    char msg[256];
+} other_thread;
+
+static void *other_main(void *arg)
+{
+    other_thread *o = arg;
+
+    o->rc_lock = rlock_async_lock(o->m, 0, lock_cb, NULL);
+    o->rc_cancel = rlock_async_cancel(o->m);
+    o->made = rlock_async_mutex_new(o->a, "as-bad-2", NULL, &o->err);
+    snprintf(o->msg, sizeof o->msg, "%s", rlock_async_errmsg(NULL));
+    rlock_async_timeout(o->a);    /* does nothing */
+    rlock_async_close(o->a);      /* does nothing */
+    rlock_async_mutex_free(o->m); /* does nothing */
+    return NULL;
+}
+
+/*
+ * Bad input gets a clear error and sends nothing: NULL handles and
+ * callbacks, a second call on a handle with one pending, a name too
+ * long, bad times, calls before the client is attached, and any call
+ * from a thread other than the loop's. Redis stays empty.
+ */
+TEST(async_bad_input_is_refused_and_changes_nothing)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_async *a;
+    rlock_async_mutex *m;
+    rlock_async_hooks h;
+    other_thread o;
+    pthread_t th;
+    char *big;
+    seen s1;
+    aloop p;
+    int err;
+
+    CHECK(rlock_async_open("nonsense://x", NULL, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    CHECK((m = rlock_async_mutex_new(a, "as-bad", NULL, &err)) != NULL);
+    /* Not attached yet. */
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &s1), RLOCK_EINVAL);
+    memset(&h, 0, sizeof h);
+    CHECK_RC(rlock_async_attach(a, &h), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_attach(NULL, &h), RLOCK_EINVAL);
+    al_attach(&p, a);
+    h.watch = al_watch;
+    h.timer = al_timer;
+    CHECK_RC(rlock_async_attach(a, &h), RLOCK_EINVAL); /* twice */
+
+    CHECK_RC(rlock_async_lock(NULL, 0, lock_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_lock(m, 0, NULL, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_unlock(m, NULL, NULL), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_extend(m, 0, done_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_extend(m, -5, done_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_cancel(NULL), RLOCK_EINVAL);
+    CHECK(rlock_async_mutex_new(NULL, "x", NULL, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(rlock_async_mutex_new(a, NULL, NULL, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK((big = malloc(100000)) != NULL);
+    memset(big, 'x', 99999);
+    big[99999] = '\0';
+    CHECK(rlock_async_mutex_new(a, big, NULL, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    free(big);
+
+    al_for(&p, 100);
+    CHECK_INT(rt_commands_from_clients(s), ==, 0); /* nothing was sent */
+
+    /* A second call while one is pending. */
+    memset(&s1, 0, sizeof s1);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &s1), RLOCK_OK);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &s1), RLOCK_EINVAL);
+    CHECK(strstr(rlock_async_errmsg(m), "pending") != NULL);
+    CHECK_RC(rlock_async_unlock(m, done_cb, &s1), RLOCK_EINVAL);
+    al_until(&p, &s1.calls, 5000);
+    CHECK_INT(s1.calls, ==, 1);
+    CHECK_RC(s1.status, RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-bad}"), ==, 0);
+
+    /* Another thread. */
+    memset(&o, 0, sizeof o);
+    o.a = a;
+    o.m = m;
+    CHECK(pthread_create(&th, NULL, other_main, &o) == 0);
+    pthread_join(th, NULL);
+    CHECK_RC(o.rc_lock, RLOCK_EINVAL);
+    CHECK_RC(o.rc_cancel, RLOCK_EINVAL);
+    CHECK(o.made == NULL);
+    CHECK_RC(o.err, RLOCK_EINVAL);
+    CHECK(strstr(o.msg, "thread") != NULL);
+    /* Still usable on its own thread. */
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-bad}"), ==, 0);
+    rlock_async_close(a);
+    rt_server_stop(s);
+}
+
+/*
+ * rlock_async_open returns at once, whatever is at the address: nothing
+ * listens there, and the first call says so (RLOCK_ECONNECT) through its
+ * callback. A server that accepts and never answers (the proxy holds
+ * every byte) ends a lock at its deadline (command_timeout_ms), and no
+ * turn of the loop waits for it.
+ */
+TEST(async_calls_end_at_their_deadline_and_never_block_the_loop)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    char url[64];
+    aloop p;
+    int err;
+    int64_t t0;
+
+    rlock_client_opts_init(&co);
+    co.connect_timeout_ms = 300;
+    co.command_timeout_ms = 300;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", rt_free_port());
+    t0 = rt_now_ms();
+    CHECK((a = rlock_async_open(url, &co, &err)) != NULL);
+    CHECK_INT(rt_now_ms() - t0, <, 100);
+    al_attach(&p, a);
+    CHECK((m = rlock_async_mutex_new(a, "as-dead", NULL, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_ECONNECT);
+    printf("nobody there: %s\n", rlock_async_errmsg(m));
+    rlock_async_close(a);
+
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    al_attach(&p, a);
+    CHECK((m = rlock_async_mutex_new(a, "as-silent", NULL, &err)) != NULL);
+    rt_proxy_blackhole(px, RT_PROXY_TO_CLIENT);
+    t0 = rt_now_ms();
+    CHECK_RC(al_lock(&p, m, 2000, NULL), RLOCK_ENOREPLY);
+    printf("silent: %lld ms, %s; longest turn %lld ms\n",
+           (long long)(rt_now_ms() - t0), rlock_async_errmsg(m),
+           (long long)p.longest_ms);
+    CHECK_INT(rt_now_ms() - t0, >=, 250);
+    CHECK_INT(rt_now_ms() - t0, <, 3000);
+    CHECK_INT(p.longest_ms, <, 150);
+    rlock_async_close(a);
+    CHECK_INT(p.n, ==, 0);
+    rt_proxy_blackhole(px, 0);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}
