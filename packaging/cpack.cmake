@@ -57,6 +57,8 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libhiredis-dev, libssl-dev, pkg-config | pkgconf")
 set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
+# The event-loop adapters' loops: a program that uses one has its -dev.
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libevent-dev, libuv1-dev, libev-dev")
 
 set(CPACK_DEBIAN_TOOL_PACKAGE_NAME rlock)
 set(CPACK_DEBIAN_TOOL_PACKAGE_SECTION utils)
@@ -70,8 +72,9 @@ a Redis or Valkey server they share: leases renewed by a watchdog, fencing
 tokens, FIFO waits woken by pub/sub, Sentinel, Cluster, Redlock and TLS.
 License: BSD-3-Clause.")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "distributed locks for C programs, on Redis (development files)
-Headers, static library, pkg-config file, CMake package and man pages for
-librlock. License: BSD-3-Clause.")
+Headers, static library, pkg-config files, CMake package and man pages for
+librlock, and the event-loop API's adapters for libevent, libuv and libev
+(headers, each with a pkg-config name). License: BSD-3-Clause.")
 set(CPACK_DEBIAN_TOOL_DESCRIPTION "run a command under a distributed lock kept in Redis
 rlock(1) runs a command while holding a lock in Redis or Valkey, like
 flock(1) across machines, and shows and releases locks for operators.

@@ -10,10 +10,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <rlock/async.h>
 
+#include "harness/fake_server.h"
 #include "harness/proxy.h"
 #include "harness/test.h"
 
@@ -529,7 +531,7 @@ TEST(async_cancel_and_close_end_pending_calls)
 typedef struct other_thread {
     rlock_async *a;
     rlock_async_mutex *m;
-    int rc_lock, rc_cancel;
+    int rc_lock, rc_cancel, rc_stats, rc_extend, rc_unlock, rc_attach;
     rlock_async_mutex *made;
     int err;
     char msg[256];
@@ -539,7 +541,16 @@ static void *other_main(void *arg)
 {
     other_thread *o = arg;
 
+    rlock_stats st = RLOCK_STATS_INIT;
+    rlock_async_hooks h;
+
+    memset(&h, 0, sizeof h);
     o->rc_lock = rlock_async_lock(o->m, 0, lock_cb, NULL);
+    o->rc_unlock = rlock_async_unlock(o->m, done_cb, NULL);
+    o->rc_extend = rlock_async_extend(o->m, 1000, done_cb, NULL);
+    o->rc_stats = rlock_async_stats(o->a, &st);
+    o->rc_attach = rlock_async_attach(o->a, &h);
+    rlock_async_ready(o->a, 0, RLOCK_ASYNC_READ); /* does nothing */
     o->rc_cancel = rlock_async_cancel(o->m);
     o->made = rlock_async_mutex_new(o->a, "as-bad-2", NULL, &o->err);
     snprintf(o->msg, sizeof o->msg, "%s", rlock_async_errmsg(NULL));
@@ -570,6 +581,19 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
 
     CHECK(rlock_async_open("nonsense://x", NULL, &err) == NULL);
     CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(rlock_async_open(NULL, NULL, &err) == NULL);
+    CHECK_RC(err, RLOCK_EINVAL);
+    CHECK(strlen(rlock_async_errmsg(NULL)) > 0);
+    /* NULL is a no-op where nothing is returned, EINVAL where it is. */
+    rlock_async_ready(NULL, 0, RLOCK_ASYNC_READ);
+    rlock_async_timeout(NULL);
+    rlock_async_close(NULL);
+    rlock_async_mutex_free(NULL);
+    CHECK(rlock_async_mutex_of(NULL) == NULL);
+    {
+        rlock_stats st = RLOCK_STATS_INIT;
+        CHECK_RC(rlock_async_stats(NULL, &st), RLOCK_EINVAL);
+    }
     CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
     CHECK((m = rlock_async_mutex_new(a, "as-bad", NULL, &err)) != NULL);
     /* Not attached yet. */
@@ -622,10 +646,20 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     pthread_join(th, NULL);
     CHECK_RC(o.rc_lock, RLOCK_EINVAL);
     CHECK_RC(o.rc_cancel, RLOCK_EINVAL);
+    CHECK_RC(o.rc_stats, RLOCK_EINVAL);
+    CHECK_RC(o.rc_extend, RLOCK_EINVAL);
+    CHECK_RC(o.rc_unlock, RLOCK_EINVAL);
+    CHECK_RC(o.rc_attach, RLOCK_EINVAL);
     CHECK(o.made == NULL);
     CHECK_RC(o.err, RLOCK_EINVAL);
     CHECK(strstr(o.msg, "thread") != NULL);
     /* Still usable on its own thread. */
+    CHECK(rlock_async_mutex_of(NULL) == NULL);
+    {
+        rlock_stats st = RLOCK_STATS_INIT;
+        CHECK_RC(rlock_async_stats(a, &st), RLOCK_OK);
+        CHECK_INT(st.acquisitions, >=, 1);
+    }
     CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
     CHECK_RC(al_unlock(&p, m), RLOCK_OK);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-bad}"), ==, 0);
@@ -682,4 +716,261 @@ TEST(async_calls_end_at_their_deadline_and_never_block_the_loop)
     rt_proxy_blackhole(px, 0);
     rt_proxy_stop(px);
     rt_server_stop(s);
+}
+
+/*
+ * Scale: one loop thread with 10,000 waiters on 100 names, beside two
+ * processes taking the same names with the blocking API.
+ */
+#define S_NAMES 100
+#define S_WAVES 100
+#define S_CHILD_ROUNDS 25
+
+typedef struct scale_shared {
+    int holder[S_NAMES]; /* 0 nobody, 1 the loop, 2 a child */
+    int overlaps;
+    int go, stop;
+    int child_acquired;
+} scale_shared;
+
+static scale_shared *sh;
+
+typedef struct scale_waiter {
+    rlock_async_mutex *m;
+    int name, wave, calls, status, unlocked;
+    long seq; /* when it got the lock, among all of the loop's */
+} scale_waiter;
+
+static long scale_seq;
+static int scale_done, scale_failed;
+
+static void scale_unlocked(rlock_async_mutex *m, int status, void *arg)
+{
+    scale_waiter *w = arg;
+
+    w->unlocked++;
+    if (status != RLOCK_OK && scale_failed++ < 5)
+        fprintf(stderr, "unlock of scale-%d: %s\n", w->name,
+                rlock_async_errmsg(m));
+    scale_done++;
+}
+
+static void scale_locked(rlock_async_mutex *m, int status, uint64_t token,
+                         void *arg)
+{
+    scale_waiter *w = arg;
+
+    (void)token;
+    w->calls++;
+    w->status = status;
+    w->seq = ++scale_seq;
+    if (status != RLOCK_OK) {
+        if (scale_failed++ < 5)
+            fprintf(stderr, "lock of scale-%d: %s\n", w->name,
+                    rlock_async_errmsg(m));
+        scale_done++;
+        return;
+    }
+    if (__atomic_exchange_n(&sh->holder[w->name], 1, __ATOMIC_SEQ_CST) != 0)
+        __atomic_add_fetch(&sh->overlaps, 1, __ATOMIC_SEQ_CST);
+    /* The critical section ends at once: the callback never blocks. */
+    __atomic_store_n(&sh->holder[w->name], 0, __ATOMIC_SEQ_CST);
+    if (rlock_async_unlock(m, scale_unlocked, w) != RLOCK_OK) {
+        if (scale_failed++ < 5)
+            fprintf(stderr, "unlock of scale-%d refused: %s\n", w->name,
+                    rlock_async_errmsg(m));
+        scale_done++;
+    }
+}
+
+static int scale_child(void *arg)
+{
+    const char *url = arg;
+    rlock_client *c;
+    rlock_mutex *m[S_NAMES];
+    char name[32];
+    int i, err, bad = 0;
+    unsigned seed = (unsigned)getpid();
+
+    while (!__atomic_load_n(&sh->go, __ATOMIC_SEQ_CST))
+        poll(NULL, 0, 2);
+    if (!(c = rlock_client_open(url, NULL, &err)))
+        return 10;
+    for (i = 0; i < S_NAMES; i++) {
+        snprintf(name, sizeof name, "scale-%d", i);
+        if (!(m[i] = rlock_mutex_new(c, name, NULL, &err)))
+            return 11;
+    }
+    for (i = 0; i < S_CHILD_ROUNDS; i++) {
+        int k = (int)(rand_r(&seed) % S_NAMES);
+        if (rlock_mutex_timedlock(m[k], 120000) != RLOCK_OK) {
+            bad++;
+            continue;
+        }
+        if (__atomic_exchange_n(&sh->holder[k], 2, __ATOMIC_SEQ_CST) != 0)
+            __atomic_add_fetch(&sh->overlaps, 1, __ATOMIC_SEQ_CST);
+        poll(NULL, 0, 1);
+        __atomic_store_n(&sh->holder[k], 0, __ATOMIC_SEQ_CST);
+        if (rlock_mutex_unlock(m[k]) != RLOCK_OK)
+            bad++;
+        __atomic_add_fetch(&sh->child_acquired, 1, __ATOMIC_SEQ_CST);
+    }
+    for (i = 0; i < S_NAMES; i++)
+        rlock_mutex_free(m[i]);
+    rlock_client_close(c);
+    return bad ? 12 : 0;
+}
+
+/* Waiters queued in Redis over every name (the sum of the queues). */
+static long long queued_total(rt_server *s)
+{
+    return rt_cmd_int(s, "EVAL %s 0",
+                      "local n = 0 for i = 0, 99 do n = n + redis.call('LLEN', "
+                      "'{rlock:scale-' .. i .. '}:queue') end return n");
+}
+
+/*
+ * 10,000 waiters on 100 names on one loop thread, in 100 waves (a wave is
+ * one waiter per name, sent once the wave before is in Redis's queues),
+ * behind 100 holders of the loop; then two processes of the blocking API
+ * join the queues and the holders let go. Every waiter gets its lock
+ * exactly once, in its wave's order on its name (FIFO); no two holders of
+ * a name ever overlap, across the three processes; every release
+ * succeeds; and no turn of the loop is long.
+ */
+TEST(async_ten_thousand_waiters_on_one_loop)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_async *a;
+    rlock_async_mutex *first[S_NAMES];
+    scale_waiter *w;
+    seen got[S_NAMES];
+    pid_t kids[2];
+    aloop p;
+    char name[32];
+    int i, k, err, total = S_NAMES * S_WAVES;
+    int64_t t0;
+
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    for (k = 0; k < 2; k++)
+        kids[k] = rt_fork(scale_child, (void *)rt_server_url(s));
+    rlock_client_opts_init(&co);
+    /* Each waiter refreshes its place every third of waiter_ttl_ms: 10,000
+     * of them at the default 5 s are 6,000 requests a second, which a
+     * sanitizer's build cannot serve on top of the test. The test is of
+     * the loop's scale, not of that load: the places last longer. */
+    co.waiter_ttl_ms = 120000;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    al_attach(&p, a);
+    memset(got, 0, sizeof got);
+    for (i = 0; i < S_NAMES; i++) {
+        snprintf(name, sizeof name, "scale-%d", i);
+        CHECK((first[i] = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+        CHECK_RC(rlock_async_lock(first[i], 0, lock_cb, &got[i]), RLOCK_OK);
+    }
+    for (i = 0; i < S_NAMES; i++) {
+        al_until(&p, &got[i].calls, 20000);
+        CHECK_RC(got[i].status, RLOCK_OK);
+    }
+    CHECK((w = calloc((size_t)total, sizeof *w)) != NULL);
+    t0 = rt_now_ms();
+    for (k = 0; k < S_WAVES; k++) {
+        for (i = 0; i < S_NAMES; i++) {
+            scale_waiter *x = &w[k * S_NAMES + i];
+            snprintf(name, sizeof name, "scale-%d", i);
+            x->name = i;
+            x->wave = k;
+            CHECK((x->m = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+            CHECK_RC(rlock_async_lock(x->m, -1, scale_locked, x), RLOCK_OK);
+        }
+        /* The wave is in the queues before the next is sent. */
+        while (queued_total(s) < (long long)(k + 1) * S_NAMES &&
+               rt_now_ms() - t0 < 240000)
+            al_turn(&p);
+        CHECK_INT(queued_total(s), ==, (long long)(k + 1) * S_NAMES);
+    }
+    printf("10,000 waiters queued in %lld ms; longest turn %lld ms\n",
+           (long long)(rt_now_ms() - t0), (long long)p.longest_ms);
+    /* The other processes join, then the holders let go. */
+    __atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
+    al_for(&p, 200);
+    t0 = rt_now_ms();
+    for (i = 0; i < S_NAMES; i++) {
+        memset(&got[i], 0, sizeof got[i]);
+        CHECK_RC(rlock_async_unlock(first[i], done_cb, &got[i]), RLOCK_OK);
+    }
+    while (scale_done < total && scale_failed == 0 && rt_now_ms() - t0 < 240000)
+        al_turn(&p);
+    printf("10,000 acquisitions and releases in %lld ms (%d of the other "
+           "processes' meanwhile); %d turns, longest %lld ms\n",
+           (long long)(rt_now_ms() - t0), sh->child_acquired, p.turns,
+           (long long)p.longest_ms);
+    CHECK_INT(scale_done, ==, total);
+    CHECK_INT(scale_failed, ==, 0);
+    for (k = 0; k < 2; k++)
+        CHECK_INT(rt_wait(kids[k]), ==, 0);
+    CHECK_INT(sh->child_acquired, ==, 2 * S_CHILD_ROUNDS);
+    CHECK_INT(sh->overlaps, ==, 0);
+    for (i = 0; i < total; i++) {
+        CHECK_INT(w[i].calls, ==, 1);
+        CHECK_INT(w[i].unlocked, ==, 1);
+        /* FIFO on its name: after the waiter of the wave before. */
+        if (w[i].wave > 0)
+            CHECK_INT(w[i].seq, >, w[i - S_NAMES].seq);
+    }
+    for (i = 0; i < S_NAMES; i++)
+        CHECK_RC(got[i].status, RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "DBSIZE"), <=, S_NAMES); /* fence counters */
+    rlock_async_close(a);
+    free(w);
+    munmap(sh, sizeof *sh);
+    rt_server_stop(s);
+}
+
+/*
+ * The hostile servers of test_hostile.c, through the async client: a
+ * server that trickles, stalls half-way, sends an endless bulk string or
+ * an array too large, nests too deep, sends garbage, or says more than it
+ * was asked. Every lock ends by its deadline (command_timeout_ms) with an
+ * error, never RLOCK_OK, and no turn of the loop waits on the server.
+ */
+TEST(async_hostile_servers_end_calls_by_their_deadline)
+{
+    static const rt_fake_mode modes[] = {
+        RT_FAKE_SILENT, RT_FAKE_TRICKLE, RT_FAKE_STALL,   RT_FAKE_BULK,
+        RT_FAKE_ARRAY,  RT_FAKE_DEEP,    RT_FAKE_GARBAGE, RT_FAKE_EXTRA};
+    size_t k;
+
+    for (k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        rt_fake *f = rt_fake_start(modes[k], 0);
+        rlock_client_opts co;
+        rlock_async *a;
+        rlock_async_mutex *m;
+        aloop p;
+        int err, rc;
+        int64_t t0;
+
+        rlock_client_opts_init(&co);
+        co.connect_timeout_ms = 500;
+        co.command_timeout_ms = 500;
+        co.use_pubsub = 0;
+        CHECK((a = rlock_async_open(rt_fake_url(f), &co, &err)) != NULL);
+        al_attach(&p, a);
+        CHECK((m = rlock_async_mutex_new(a, "as-hostile", NULL, &err)) != NULL);
+        t0 = rt_now_ms();
+        rc = al_lock(&p, m, 0, NULL);
+        printf("mode %d: %s after %lld ms (%s), longest turn %lld ms\n",
+               (int)modes[k], rlock_strerror(rc), (long long)(rt_now_ms() - t0),
+               rlock_async_errmsg(m), (long long)p.longest_ms);
+        CHECK(rc != RLOCK_OK);
+        CHECK_INT(rt_now_ms() - t0, <, 3000);
+        CHECK_INT(p.longest_ms, <, 200);
+        rlock_async_close(a);
+        CHECK_INT(p.n, ==, 0);
+        rt_fake_stop(f);
+    }
 }

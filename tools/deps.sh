@@ -23,10 +23,13 @@ if [ $tests = 1 ]; then
     # python3-prometheus-client, whose parser reads the metrics text
     # (tests/metrics/parse.py); tmux, to drive rlock top in a terminal and
     # read its screen back; strace, which rlock-bench's syscalls scenario
-    # counts system calls with.
+    # counts system calls with; libevent-dev, libuv1-dev and libev-dev,
+    # the loops the event-loop adapters are tested and their examples
+    # built on.
     pkgs+=(python3-redis php-cli php-redis bash-completion abigail-tools
            man-db dpkg-dev file curl xz-utils gpgv debian-archive-keyring
-           python3-prometheus-client tmux strace)
+           python3-prometheus-client tmux strace libevent-dev libuv1-dev
+           libev-dev)
     # node and npm, for node-redlock: Debian's, unless some node is there
     # already (NodeSource's nodejs, for one, bundles npm and conflicts with
     # Debian's npm package).

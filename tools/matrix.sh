@@ -47,7 +47,7 @@ hiredis)
     case "$version" in 1.2.*) ;; *) echo "tools/matrix.sh: built hiredis $version, want 1.2.x" >&2; exit 1 ;; esac
     echo "== matrix: hiredis $version (Debian source package), in $prefix"
     PKG_CONFIG_PATH=$prefix/lib/pkgconfig cmake -S . -B build/matrix-hiredis/build \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON -DRLOCK_ADAPTERS=on \
         -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
     cmake --build build/matrix-hiredis/build -j"$jobs"
     # The library really is linked against that hiredis.
@@ -71,7 +71,8 @@ valkey)
         apt-get install -y -q --no-install-recommends -t bookworm-backports valkey-server valkey-tools >/dev/null
     fi
     echo "== matrix: $(valkey-server --version)"
-    cmake -S . -B build/matrix-valkey -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON >/dev/null
+    cmake -S . -B build/matrix-valkey -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON \
+        -DRLOCK_ADAPTERS=on >/dev/null
     cmake --build build/matrix-valkey -j"$jobs"
     RLOCK_TEST_SERVER=valkey-server ctest --test-dir build/matrix-valkey -j2 \
         --output-on-failure

@@ -66,6 +66,15 @@ fi
 cmake -S examples -B "$tmp/ex" >/dev/null
 cmake --build "$tmp/ex" >/dev/null
 cc -Wall -Wextra -Werror -o "$tmp/contend-pc" examples/contend.c $(pkg-config --cflags --libs rlock)
+# The event-loop adapters: headers of the -dev package, with pkg-config
+# names that bring in their loops.
+[ -x "$tmp/ex/evhttp_lock" ] && [ -x "$tmp/ex/uv_lock" ] ||
+    fail "the adapters' examples were not built against the package"
+cc -Wall -Wextra -Werror -o "$tmp/evhttp-pc" examples/evhttp_lock.c $(pkg-config --cflags --libs rlock-libevent)
+cc -Wall -Wextra -Werror -o "$tmp/uv-pc" examples/uv_lock.c $(pkg-config --cflags --libs rlock-libuv)
+printf '#include <rlock/adapters/libev.h>\nint main(void) { return rlock_libev_attach(0, EV_DEFAULT) == RLOCK_EINVAL ? 0 : 1; }\n' > "$tmp/ev.c"
+cc -Wall -Wextra -Werror -o "$tmp/ev-pc" "$tmp/ev.c" $(pkg-config --cflags --libs rlock-libev)
+"$tmp/ev-pc" || fail "the libev adapter"
 [ "$(pkg-config --modversion rlock)" = "$(dpkg-deb -f "$build"/pkg/librlock0_*.deb Version)" ] ||
     fail "pkg-config version differs from the package's"
 
@@ -78,5 +87,6 @@ url="unix://$tmp/redis.sock"
 rlock --redis "$url" ping | grep "^PONG from" >/dev/null || fail "rlock ping failed"
 "$tmp/ex/contend" "$url" 2 >"$tmp/contend.out" || fail "contend (find_package): $(cat "$tmp/contend.out")"
 "$tmp/contend-pc" "$url" 2 >"$tmp/contend-pc.out" || fail "contend (pkg-config): $(cat "$tmp/contend-pc.out")"
+"$tmp/uv-pc" "$url" 4 2 >"$tmp/uv-pc.out" || fail "uv_lock (pkg-config): $(cat "$tmp/uv-pc.out")"
 rlock --redis "$url" run -n pkg -- true || fail "rlock run"
-echo "tools/package.sh: installed, ldconfig ran, examples built both ways, rlock ping and run work"
+echo "tools/package.sh: installed, ldconfig ran, examples built both ways (the adapters' too), rlock ping and run work"

@@ -126,8 +126,12 @@ typedef struct rlock_async_hooks {
  * rlock_client_open returns for the discovery above. Free it with
  * rlock_async_close.
  */
-RLOCK_API rlock_async *
-rlock_async_open(const char *url, const rlock_client_opts *opts, int *err);
+/* (One line from the name on: the tools that list the API read it so.) */
+/* clang-format off */
+RLOCK_API rlock_async *rlock_async_open(const char *url,
+                                        const rlock_client_opts *opts,
+                                        int *err);
+/* clang-format on */
 
 /*
  * Drives a by hooks (copied) from now on, on the calling thread, which

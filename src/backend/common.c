@@ -14,6 +14,10 @@
 #include "net/tls.h"
 #include "util/clock.h"
 
+/* How often an exchange whose legs all wait for a pooled connection
+ * (RLOCK__X_NOWAIT) looks again. */
+#define POOL_RETRY_NS (2 * RLOCK__NS_PER_MS)
+
 /* Where an rlock__bexec is. */
 enum { BX_ROUTE, BX_PAUSE, BX_XCHG, BX_DONE };
 
@@ -60,6 +64,13 @@ int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
         case BX_XCHG:
             if (rlock__xchg_round(&b->x, conns, want, until_ns)) {
                 *n = b->x.n;
+                /* Every leg waits for a pooled connection: a short pause,
+                 * then rlock__bexec_after tries again. */
+                if (rlock__xchg_pooling(&b->x)) {
+                    *n = 0;
+                    *until_ns = rlock__earlier(*until_ns,
+                                               rlock__now_ns() + POOL_RETRY_NS);
+                }
                 return 1;
             }
             if (c->backend->routed(c, b->req, &b->rt, b->res, b->call) ==
@@ -91,6 +102,7 @@ int rlock__bexec_abort(rlock__bexec *b)
     int i, k, filled = 0;
 
     if (b->stage == BX_XCHG) {
+        rlock__xchg_unpool(&b->x, RLOCK_ECANCELED, "the call was canceled");
         /* Every round the exchange would go on with fails at once: a leg
          * whose connection broke is over, so this ends within a round or
          * two (the cap is for safety). */
@@ -141,7 +153,10 @@ int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b)
         return 0;
     }
     slot->rc = RLOCK_OK;
-    rlock__bexec_start(b, c, &slot->req, slot->flags, &slot->res, slot->call);
+    /* A loop must not wait for a pooled connection in a condition
+     * variable. */
+    rlock__bexec_start(b, c, &slot->req, slot->flags | RLOCK__X_NOWAIT,
+                       &slot->res, slot->call);
     return 1;
 }
 

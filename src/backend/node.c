@@ -88,6 +88,9 @@ struct rlock__node {
     idle_conn *idle; /* oldest first: taken from the end */
     int nidle;
     int nopen;    /* idle, lent out and owing (not retired) */
+    /* Legs of drivers that must not block, waiting for a connection in
+     * arrival order (RLOCK__X_NOWAIT). */
+    struct rlock__xleg *pq_head, *pq_tail;
     owing *owing; /* room for twice max_connections: as many retired */
     int nowing;
     unsigned gen;  /* bumped when the node moves or drains: connections of
@@ -469,6 +472,102 @@ static int pool_take(rlock__node *n, rlock__conn **out)
     return -1;
 }
 
+/* The queue of legs waiting for a connection without blocking
+ * (RLOCK__X_NOWAIT): each leg of a loop's request asks again in its own
+ * rounds, and a connection that came back (or room to open one) goes to
+ * the leg that has waited longest, not to whichever asks first: a task
+ * that sends request after request must not keep a connection from the
+ * others for ever (mu held for all of these). */
+static void pq_serve(rlock__node *n)
+{
+    rlock__xleg *l;
+
+    while ((l = n->pq_head) != NULL) {
+        if (n->nidle > 0) {
+            l->handed = n->idle[--n->nidle].conn;
+            l->handed_gen = n->gen;
+        } else if (n->nopen < n->cfg->max_connections) {
+            l->room = 1;
+            n->nopen++;
+        } else {
+            return;
+        }
+        if (!(n->pq_head = l->pq_next))
+            n->pq_tail = NULL;
+        l->pq_next = NULL;
+        l->queued = 0;
+    }
+}
+
+/* l waits no more: out of the queue, and what it was served goes back. */
+static void pq_leave(rlock__node *n, rlock__xleg *l)
+{
+    rlock__xleg **p;
+
+    if (l->queued) {
+        for (p = &n->pq_head; *p && *p != l; p = &(*p)->pq_next)
+            ;
+        if (*p)
+            *p = l->pq_next;
+        n->pq_tail = NULL;
+        for (p = &n->pq_head; *p; p = &(*p)->pq_next)
+            n->pq_tail = *p;
+        l->queued = 0;
+        l->pq_next = NULL;
+    }
+    if (l->handed) {
+        give_back(n, l->handed, 0);
+        l->handed = NULL;
+    }
+    if (l->room) {
+        l->room = 0;
+        n->nopen--;
+    }
+    l->pooled = 0;
+    pq_serve(n);
+}
+
+/* As pool_take, for leg l of a driver that must not block: 1 (an idle
+ * connection) or 0 (room to open one) when it is l's turn, else -1 and l
+ * waits in the queue. */
+static int pool_take_queued(rlock__node *n, rlock__xleg *l, rlock__conn **out)
+{
+    int got;
+
+    if (!l->pooled) {
+        if (!n->pq_head && (got = pool_take(n, out)) >= 0)
+            return got;
+        l->pooled = l->queued = 1;
+        l->pq_next = NULL;
+        if (n->pq_tail)
+            n->pq_tail->pq_next = l;
+        else
+            n->pq_head = l;
+        n->pq_tail = l;
+    }
+    settle_owing(n);
+    pq_serve(n);
+    if (l->handed && l->handed_gen != n->gen) {
+        /* The node moved since: a connection to where it was goes, and
+         * its room is l's. */
+        rlock__conn_close(l->handed);
+        l->handed = NULL;
+        l->room = 1;
+    }
+    if (l->handed) {
+        *out = l->handed;
+        l->handed = NULL;
+        l->pooled = 0;
+        return 1;
+    }
+    if (l->room) {
+        l->room = 0;
+        l->pooled = 0;
+        return 0;
+    }
+    return -1;
+}
+
 /* As pool_take, waiting for a connection to come back by deadline_ns if
  * all are in use and the node waits (mu held). */
 static int pool_wait(rlock__node *n, rlock__conn **out, int64_t deadline_ns)
@@ -662,7 +761,11 @@ typedef rlock__xleg leg;
 
 /* Takes a connection for the leg (mu not held). RLOCK_OK, or the result
  * filled and an error. */
-static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
+/* A connection for the leg: RLOCK_OK; an error in res; or, with nowait,
+ * LEG_POOLED: all the node's connections are busy, the leg waits for one
+ * (l->pooled). */
+#define LEG_POOLED 1
+static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
 {
     rlock__node *n = l->node;
     char host[256];
@@ -672,7 +775,8 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
 
     pthread_mutex_lock(&n->mu);
     for (;;) {
-        got = pool_wait(n, &l->conn, deadline_ns);
+        got = nowait ? pool_take_queued(n, l, &l->conn)
+                     : pool_wait(n, &l->conn, deadline_ns);
         l->gen = n->gen;
         if (got <= 0)
             break;
@@ -690,6 +794,13 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res)
         l->conn = NULL;
         pthread_mutex_lock(&n->mu);
         n->nopen--;
+    }
+    if (got < 0 && nowait) {
+        if (rlock__now_ns() < deadline_ns) {
+            pthread_mutex_unlock(&n->mu);
+            return LEG_POOLED;
+        }
+        pq_leave(n, l); /* its time is up */
     }
     if (got < 0) {
         pthread_mutex_unlock(&n->mu);
@@ -1113,7 +1224,7 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
                        rlock__results *res)
 {
     int64_t started = rlock__now_ns();
-    int i, any = 0, fresh = 0;
+    int i, rc, any = 0, fresh = 0;
 
     x->nodes = nodes;
     x->n = n;
@@ -1130,7 +1241,10 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
         if (req && (flags & RLOCK__X_BEHIND) &&
             queue_behind(nodes[i], req, &res->r[i]))
             continue;
-        if (leg_conn(l, deadline_ns, &res->r[i]) != RLOCK_OK)
+        if ((rc = leg_conn(l, deadline_ns, &res->r[i],
+                           flags & RLOCK__X_NOWAIT)) == LEG_POOLED)
+            any = 1; /* its request goes out when it has a connection */
+        if (rc != RLOCK_OK)
             continue;
         if (!req) {
             /* Connecting at open: a PING after the handshake, so that a
@@ -1185,15 +1299,78 @@ int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
     return 1;
 }
 
+int rlock__xchg_pooling(const rlock__xchg *x)
+{
+    int i, pooled = 0;
+
+    for (i = 0; i < x->n; i++) {
+        if (x->legs[i].conn)
+            return 0;
+        pooled |= x->legs[i].pooled;
+    }
+    return pooled;
+}
+
+void rlock__xchg_unpool(rlock__xchg *x, int code, const char *why)
+{
+    int i;
+
+    for (i = 0; i < x->n; i++)
+        if (x->legs[i].pooled) {
+            rlock__node *n = x->legs[i].node;
+            pthread_mutex_lock(&n->mu);
+            pq_leave(n, &x->legs[i]);
+            pthread_mutex_unlock(&n->mu);
+            rlock__err_set(&x->res->r[i].err, x->res->r[i].rc = code, "%s",
+                           why);
+        }
+}
+
+/* Legs that wait for a pooled connection try again: one that gets it
+ * queues its request (a new connection's handshake first) for the next
+ * round; past the deadline, it fails as a blocking wait would. 1 if a
+ * leg still waits or has just queued. */
+static int legs_pooled(rlock__xchg *x)
+{
+    int i, more = 0;
+
+    for (i = 0; i < x->n; i++) {
+        leg *l = &x->legs[i];
+        rlock__result *r = &x->res->r[i];
+        int rc;
+
+        if (!l->pooled)
+            continue;
+        rc = leg_conn(l, x->deadline_ns, r, 1);
+        if (rc == LEG_POOLED) {
+            more = 1;
+            continue;
+        }
+        if (rc != RLOCK_OK)
+            continue;
+        if (leg_queue(l, x->req, l->ask_flag, 0, r) != RLOCK_OK) {
+            leg_done(l, 1);
+            continue;
+        }
+        more = 1;
+    }
+    return more;
+}
+
 void rlock__xchg_after(rlock__xchg *x)
 {
     const rlock__req *req = x->req;
     int i, again = 0;
 
+    /* (Only requests wait for pooled connections: connecting at open
+     * opens new ones. A leg that gets one now is not read before the
+     * next round: it is looked at after the others.) */
     if (x->stage == X_CONNECT) {
         for (i = 0; i < x->n; i++)
             connect_timed_out(&x->legs[i]);
         x->stage = X_REPLIES;
+        if (req)
+            legs_pooled(x);
         return;
     }
     for (i = 0; i < x->n; i++) {
@@ -1208,8 +1385,11 @@ void rlock__xchg_after(rlock__xchg *x)
                        &x->res->r[i]))
             again = 1;
     }
+    if (req && legs_pooled(x))
+        again = 1;
     if (again)
-        return; /* a leg sends its script's body: another round */
+        return; /* a leg sends its script's body, or has a connection at
+                   last, or still waits for one: another round */
     x->stage = X_DONE;
     if (x->n > 1 && x->nodes[0]->cfg->identify)
         refuse_twins(x->nodes, x->n, x->legs, x->res);
@@ -1257,7 +1437,7 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
     memset(&l, 0, sizeof l);
     memset(&res, 0, sizeof res);
     l.node = n;
-    if (leg_conn(&l, deadline_ns, &res) != RLOCK_OK)
+    if (leg_conn(&l, deadline_ns, &res, 0) != RLOCK_OK)
         return rlock__fail(call, res.rc, "%s", res.err.msg);
     for (i = 0; rc == RLOCK_OK && i < ncmds; i++)
         rc = rlock__conn_append(l.conn, cmds[i].argc, cmds[i].argv,

@@ -99,6 +99,10 @@ int64_t rlock__node_heard(const rlock__node *n);
  * that answers TRYAGAIN is not waited for; the background retries on its
  * own schedule.) */
 #define RLOCK__X_BRIEF 4
+/* A driver that must not block (an event loop's): a node whose
+ * connections are all busy makes the leg wait for one in rounds of the
+ * exchange (rlock__xchg_pooling) instead of in pthread_cond_timedwait. */
+#define RLOCK__X_NOWAIT 8
 
 /*
  * Runs req on nodes[0..n) at once, every reply by deadline_ns (a new
@@ -152,6 +156,13 @@ typedef struct rlock__xleg {
     unsigned gen;  /* the node's generation when the connection was taken */
     size_t want;   /* replies the round waits for */
     uint64_t peer; /* the server that answered (identify), 0: unknown */
+    /* Waiting for one of the node's connections (X_NOWAIT), in the node's
+     * queue (first come, first served): handed one, or room to open one,
+     * when its turn came. */
+    int pooled, queued, room;
+    rlock__conn *handed;
+    unsigned handed_gen; /* the node's generation when it was handed */
+    struct rlock__xleg *pq_next;
 } rlock__xleg;
 
 typedef struct rlock__xchg {
@@ -179,6 +190,15 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
  * its results are in res. */
 int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
                       int64_t *until_ns);
+
+/* Whether the round rlock__xchg_round gave has no connection at all, its
+ * legs all waiting for a pooled one (RLOCK__X_NOWAIT): the driver waits a
+ * little (a pause; connections come back as other requests end) and calls
+ * rlock__xchg_after, which tries again. */
+int rlock__xchg_pooling(const rlock__xchg *x);
+/* The legs still waiting for a pooled connection fail (code, why): the
+ * exchange is being given up. */
+void rlock__xchg_unpool(rlock__xchg *x, int code, const char *why);
 
 /* The round was driven: every connection settled, or until_ns came.
  * Reads what the round brought. (A connection not settled that waits

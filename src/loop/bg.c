@@ -72,7 +72,7 @@ static void after_fork(rlock_client *c)
 
 static void notices(rlock_client *c, int64_t *next)
 {
-    /* Delivered when the pass ends (rlock__loop_bg_deliver). */
+    /* Delivered when the pass ends (bg_deliver). */
     (void)next;
     if (rlock__notify_waiting(c))
         due_by(loop_of(c), rlock__now_ns());
@@ -90,7 +90,7 @@ static const rlock__driver loop_driver = {
     "loop", ensure, kick, kick_before, stop, after_fork, notices, unwatch,
 };
 
-int rlock__loop_bg_attach(rlock__loop *l)
+static int bg_attach(rlock__loop *l)
 {
     rlock_client *c = l->c;
     int rc = RLOCK_OK;
@@ -266,7 +266,7 @@ static void bg_step(rlock__loop *l)
     }
 }
 
-void rlock__loop_bg_pass(rlock__loop *l)
+static void bg_pass(rlock__loop *l)
 {
     rlock__loop_bg *b = &l->bg;
 
@@ -282,7 +282,7 @@ void rlock__loop_bg_pass(rlock__loop *l)
         bg_step(l);
 }
 
-void rlock__loop_bg_deliver(rlock__loop *l)
+static void bg_deliver(rlock__loop *l)
 {
     rlock_client *c = l->c;
     rlock_mutex *m;
@@ -297,7 +297,7 @@ void rlock__loop_bg_deliver(rlock__loop *l)
     l->bg.delivering = 0;
 }
 
-int rlock__loop_bg_ready(rlock__loop *l, int fd, short revents)
+static int bg_ready(rlock__loop *l, int fd, short revents)
 {
     rlock_client *c = l->c;
     int sfd;
@@ -317,7 +317,7 @@ int rlock__loop_bg_ready(rlock__loop *l, int fd, short revents)
     return 1;
 }
 
-int rlock__loop_bg_watch(rlock__loop *l, watched *fds, int64_t *due)
+static int bg_watch(rlock__loop *l, watched *fds, int64_t *due)
 {
     rlock_client *c = l->c;
     int n = 0, fd;
@@ -340,7 +340,7 @@ int rlock__loop_bg_watch(rlock__loop *l, watched *fds, int64_t *due)
     return n;
 }
 
-void rlock__loop_bg_detach(rlock__loop *l)
+static void bg_detach(rlock__loop *l)
 {
     rlock_client *c = l->c;
 
@@ -357,4 +357,35 @@ void rlock__loop_bg_detach(rlock__loop *l)
     c->bg->sub_connecting = 0;
     c->bg->drv = NULL;
     pthread_mutex_unlock(&c->mu);
+}
+
+static const rlock__loop_side bg_side = {bg_pass, bg_ready, bg_watch,
+                                         bg_deliver};
+
+rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
+                             int *err)
+{
+    rlock__loop *l = rlock__loop_make(c, hooks, &bg_side);
+    int rc = l ? bg_attach(l) : RLOCK_ENOMEM;
+
+    if (rc != RLOCK_OK) {
+        if (l)
+            rlock__loop_unmake(l);
+        if (err)
+            *err = rc;
+        return NULL;
+    }
+    rlock__loop_begin(l);
+    if (err)
+        *err = RLOCK_OK;
+    return l;
+}
+
+void rlock__loop_free(rlock__loop *l)
+{
+    if (!l)
+        return;
+    rlock__loop_forget(l);
+    bg_detach(l);
+    rlock__loop_unmake(l);
 }

@@ -15,45 +15,38 @@
 #include "loop/loop_impl.h"
 #include "util/clock.h"
 
-rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
-                             int *err)
+rlock__loop *rlock__loop_make(rlock_client *c, const rlock__loop_hooks *hooks,
+                              const rlock__loop_side *side)
 {
     rlock__loop *l = calloc(1, sizeof *l);
-    int rc;
 
     if (!l || pipe2(l->ring, O_NONBLOCK | O_CLOEXEC) != 0) {
         free(l);
-        if (err)
-            *err = RLOCK_ENOMEM;
         return NULL;
     }
     l->c = c;
     l->hooks = *hooks;
-    if ((rc = rlock__loop_bg_attach(l)) != RLOCK_OK) {
-        close(l->ring[0]);
-        close(l->ring[1]);
-        free(l);
-        if (err)
-            *err = rc;
-        return NULL;
-    }
-    l->hooks.watch(l->hooks.arg, l->ring[0], POLLIN);
-    if (err)
-        *err = RLOCK_OK;
+    l->side = side;
     return l;
 }
 
-void rlock__loop_free(rlock__loop *l)
+void rlock__loop_begin(rlock__loop *l)
+{
+    l->hooks.watch(l->hooks.arg, l->ring[0], POLLIN);
+}
+
+void rlock__loop_forget(rlock__loop *l)
 {
     int i;
 
-    if (!l)
-        return;
     /* Unwatched before anything is closed. */
     for (i = 0; i < l->nset; i++)
         l->hooks.watch(l->hooks.arg, l->set[i].fd, 0);
     l->nset = 0;
-    rlock__loop_bg_detach(l);
+}
+
+void rlock__loop_unmake(rlock__loop *l)
+{
     l->hooks.watch(l->hooks.arg, l->ring[0], 0);
     if (l->timer_due)
         l->hooks.timer(l->hooks.arg, 0);
@@ -61,6 +54,9 @@ void rlock__loop_free(rlock__loop *l)
     close(l->ring[1]);
     free(l->set);
     free(l->want);
+    free(l->by_fd);
+    free(l->heap);
+    free(l->woken);
     free(l);
 }
 
@@ -69,16 +65,121 @@ int rlock__loop_tasks(const rlock__loop *l)
     return l->ntasks;
 }
 
+/* v, an array of *cap elements of size bytes, with room for need: grown
+ * (doubled, from 16) if it must be; NULL if that is out of memory (v is
+ * still the caller's). */
+static void *grown(void *v, int *cap, int need, size_t size)
+{
+    void *bigger;
+    int n = *cap ? *cap : 16;
+
+    if (need <= *cap)
+        return v;
+    while (n < need)
+        n *= 2;
+    if (!(bigger = realloc(v, size * (size_t)n)))
+        return NULL;
+    *cap = n;
+    return bigger;
+}
+
+static int grow_tasks(rlock__task ***v, int *cap, int need)
+{
+    rlock__task **p = grown(*v, cap, need, sizeof **v);
+
+    if (p)
+        *v = p;
+    return p != NULL;
+}
+
+/* ---- where tasks wait: the list, and the sleepers' heap ----------------- */
+
+static void list_add(rlock__loop *l, rlock__task *t)
+{
+    t->prev = NULL;
+    t->next = l->tasks;
+    if (l->tasks)
+        l->tasks->prev = t;
+    l->tasks = t;
+}
+
+static void list_del(rlock__loop *l, rlock__task *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        l->tasks = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->next = t->prev = NULL;
+}
+
+static void heap_set(rlock__loop *l, int i, rlock__task *t)
+{
+    l->heap[i] = t;
+    t->heap_i = i;
+}
+
+static void heap_up(rlock__loop *l, int i)
+{
+    rlock__task *t = l->heap[i];
+
+    while (i > 0 && t->until < l->heap[(i - 1) / 2]->until) {
+        heap_set(l, i, l->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(l, i, t);
+}
+
+static void heap_down(rlock__loop *l, int i)
+{
+    rlock__task *t = l->heap[i];
+
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= l->nheap)
+            break;
+        if (k + 1 < l->nheap && l->heap[k + 1]->until < l->heap[k]->until)
+            k++;
+        if (t->until <= l->heap[k]->until)
+            break;
+        heap_set(l, i, l->heap[k]);
+        i = k;
+    }
+    heap_set(l, i, t);
+}
+
+/* 0: out of memory (t stays in the list, looked at every pass). */
+static int heap_push(rlock__loop *l, rlock__task *t)
+{
+    if (!grow_tasks(&l->heap, &l->capheap, l->nheap + 1))
+        return 0;
+    heap_set(l, l->nheap++, t);
+    heap_up(l, t->heap_i);
+    return 1;
+}
+
+static void heap_del(rlock__loop *l, rlock__task *t)
+{
+    int i = t->heap_i;
+    rlock__task *last = l->heap[--l->nheap];
+
+    t->heap_i = -1;
+    if (i == l->nheap)
+        return;
+    heap_set(l, i, last);
+    heap_up(l, i);
+    heap_down(l, last->heap_i);
+}
+
+/* t leaves the loop (done or canceled). */
 static void unlink_task(rlock__loop *l, rlock__task *t)
 {
-    rlock__task **p;
-
-    for (p = &l->tasks; *p; p = &(*p)->next)
-        if (*p == t) {
-            *p = t->next;
-            l->ntasks--;
-            return;
-        }
+    if (t->heap_i >= 0)
+        heap_del(l, t);
+    else
+        list_del(l, t);
+    l->ntasks--;
 }
 
 /* Whether every connection of t's round has what it waits for; a
@@ -112,6 +213,8 @@ void rlock__loop_unwatch(rlock__loop *l, int fd)
 {
     int k;
 
+    if (fd >= 0 && fd < l->capfd)
+        l->by_fd[fd] = NULL;
     for (k = 0; k < l->nset; k++)
         if (l->set[k].fd == fd) {
             l->hooks.watch(l->hooks.arg, fd, 0);
@@ -197,6 +300,9 @@ static void advance(rlock__loop *l, rlock__task *t)
                 continue;
             t->state = T_SLEEP;
             t->until = t->wait->until;
+            list_del(l, t);
+            if (!heap_push(l, t))
+                list_add(l, t);
             return;
         }
         /* A quiet wait: looked at again shortly, or failed by the step
@@ -254,8 +360,8 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
 void rlock__loop_start(rlock__loop *l, rlock__task *t)
 {
     t->state = T_STEP;
-    t->next = l->tasks;
-    l->tasks = t;
+    t->heap_i = -1;
+    list_add(l, t);
     l->ntasks++;
     advance(l, t);
     rewatch(l);
@@ -263,18 +369,11 @@ void rlock__loop_start(rlock__loop *l, rlock__task *t)
 
 static int grow(watched **v, int *cap, int need)
 {
-    watched *bigger;
-    int n = *cap ? *cap : 16;
+    watched *p = grown(*v, cap, need, sizeof **v);
 
-    if (need <= *cap)
-        return 1;
-    while (n < need)
-        n *= 2;
-    if (!(bigger = realloc(*v, sizeof *bigger * (size_t)n)))
-        return 0;
-    *v = bigger;
-    *cap = n;
-    return 1;
+    if (p)
+        *v = p;
+    return p != NULL;
 }
 
 static short events_in(const watched *v, int n, int fd)
@@ -285,6 +384,24 @@ static short events_in(const watched *v, int n, int fd)
         if (v[i].fd == fd)
             return v[i].events;
     return 0;
+}
+
+/* by_fd has room for fd. */
+static int fd_room(rlock__loop *l, int fd)
+{
+    rlock__task **bigger;
+    int n = l->capfd ? l->capfd : 64;
+
+    if (fd < l->capfd)
+        return 1;
+    while (n <= fd)
+        n *= 2;
+    if (!(bigger = realloc(l->by_fd, sizeof *bigger * (size_t)n)))
+        return 0;
+    memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
+    l->by_fd = bigger;
+    l->capfd = n;
+    return 1;
 }
 
 /* Tells the loop what changed in the watch set and the timer. */
@@ -303,15 +420,19 @@ static void rewatch(rlock__loop *l)
             rlock__conn *c = t->conns[i];
             if (rlock__conn_settled(c, t->want[i]))
                 continue;
-            if (!grow(&l->want, &l->capwant, nwant + 1))
+            if (!grow(&l->want, &l->capwant, nwant + 1) ||
+                !fd_room(l, rlock__conn_fd(c)))
                 break; /* out of memory: the timer still ends the round
                           (and round_over unwatches what it watched) */
+            l->by_fd[rlock__conn_fd(c)] = t;
             l->want[nwant].fd = rlock__conn_fd(c);
             l->want[nwant++].events = rlock__conn_events(c);
         }
     }
+    if (l->nheap > 0 && (due == 0 || l->heap[0]->until < due))
+        due = l->heap[0]->until;
     if (grow(&l->want, &l->capwant, nwant + 2))
-        nwant += rlock__loop_bg_watch(l, l->want + nwant, &due);
+        nwant += l->side->watch(l, l->want + nwant, &due);
     for (k = 0; k < l->nset; k++)
         if (events_in(l->want, nwant, l->set[k].fd) == 0)
             l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
@@ -335,61 +456,98 @@ static void rewatch(rlock__loop *l)
     }
 }
 
+/* Whether sleeping t's waiter was woken. (Read without mu: it is written
+ * on this thread, or by a thread that then writes the ring, which makes
+ * another pass.) */
+static int woken(const rlock__task *t)
+{
+    return __atomic_load_n(&t->wait->w.woken, __ATOMIC_ACQUIRE);
+}
+
+/* Sleeping t (in the list) was woken or its time came: it goes on; or,
+ * woken by nothing after all, it sleeps again. */
+static void wake(rlock__loop *l, rlock__task *t, int64_t now)
+{
+    rlock_client *c = l->c;
+    int up;
+
+    pthread_mutex_lock(&c->mu);
+    up = t->wait->w.woken || now >= t->until;
+    if (up)
+        t->wait->w.ring_fd = -1;
+    pthread_mutex_unlock(&c->mu);
+    if (up) {
+        advance(l, t);
+        return;
+    }
+    list_del(l, t);
+    if (!heap_push(l, t))
+        list_add(l, t);
+}
+
 /* One pass: every task whose round settled, whose time came or whose
  * waiter was woken goes on. */
 static void pass(rlock__loop *l)
 {
-    rlock_client *c = l->c;
     rlock__task *t, *next;
-    int moved = 1;
+    int64_t now = rlock__now_ns();
 
-    rlock__loop_bg_pass(l);
-    /* A task that finishes may start others (at the head): passes until
-     * none moves. */
-    while (moved) {
-        moved = 0;
-        for (t = l->tasks; t; t = next) {
-            int64_t now = rlock__now_ns();
-            next = t->next;
-            switch (t->state) {
-            case T_ROUND:
-                if (!round_settled(t) && now < t->until)
-                    continue;
-                round_over(l, t);
-                break;
-            case T_PAUSE:
-                if (now < t->until)
-                    continue;
-                round_over(l, t);
-                break;
-            case T_SLEEP: {
-                int woken;
-                pthread_mutex_lock(&c->mu);
-                woken = t->wait->w.woken;
-                if (woken || now >= t->until)
-                    t->wait->w.ring_fd = -1;
-                pthread_mutex_unlock(&c->mu);
-                if (!woken && now < t->until)
-                    continue;
-                moved = 1;
-                advance(l, t);
+    l->side->pass(l);
+    /* One look at each task: a task that moves is advanced until it waits
+     * again (a round that settles at once is over at once: next_round),
+     * and a task started meanwhile (at the head) was stepped by
+     * rlock__loop_start. Thousands of tasks wait at a time, most of them
+     * asleep: what is looked at for each must cost next to nothing (no
+     * lock, one clock read per pass). */
+    for (t = l->tasks; t; t = next) {
+        next = t->next;
+        switch (t->state) {
+        case T_ROUND:
+            if (!round_settled(t) && now < t->until)
                 continue;
-            }
-            case T_QUIET:
-                if (now < t->until)
-                    continue;
-                moved = 1;
-                advance(l, t);
+            round_over(l, t);
+            break;
+        case T_PAUSE:
+            if (now < t->until)
                 continue;
-            default:
+            round_over(l, t);
+            break;
+        case T_SLEEP: /* (not in the heap: out of memory) */
+            if (woken(t) || now >= t->until)
+                wake(l, t, now);
+            continue;
+        case T_QUIET:
+            if (now < t->until)
                 continue;
-            }
-            moved = 1;
-            if (!next_round(l, t))
-                advance(l, t);
+            advance(l, t);
+            continue;
+        default:
+            continue;
+        }
+        if (!next_round(l, t))
+            advance(l, t);
+    }
+    /* The sleepers a ring woke (the subscriber wrote it), then those
+     * whose time came. */
+    if (l->rung) {
+        int i, n = 0;
+        l->rung = 0;
+        for (i = 0; i < l->nheap; i++)
+            if (woken(l->heap[i]) && grow_tasks(&l->woken, &l->capwoken, n + 1))
+                l->woken[n++] = l->heap[i];
+        for (i = 0; i < n; i++) {
+            heap_del(l, l->woken[i]);
+            list_add(l, l->woken[i]);
+            wake(l, l->woken[i], now);
         }
     }
-    rlock__loop_bg_deliver(l);
+    while (l->nheap > 0 && l->heap[0]->until <= now) {
+        t = l->heap[0];
+        heap_del(l, t);
+        list_add(l, t);
+        wake(l, t, now);
+    }
+    l->side->deliver(l);
     rewatch(l);
 }
 
@@ -402,11 +560,12 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
         char buf[64];
         while (read(fd, buf, sizeof buf) > 0)
             ;
-    } else if (!rlock__loop_bg_ready(l, fd, revents)) {
-        for (t = l->tasks; t; t = t->next)
-            for (i = 0; t->state == T_ROUND && i < t->n; i++)
-                if (t->conns[i] && rlock__conn_fd(t->conns[i]) == fd)
-                    rlock__conn_io(t->conns[i], revents);
+        l->rung = 1;
+    } else if (!l->side->ready(l, fd, revents) && fd >= 0 && fd < l->capfd &&
+               (t = l->by_fd[fd]) != NULL && t->state == T_ROUND) {
+        for (i = 0; i < t->n; i++)
+            if (t->conns[i] && rlock__conn_fd(t->conns[i]) == fd)
+                rlock__conn_io(t->conns[i], revents);
     }
     pass(l);
 }

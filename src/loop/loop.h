@@ -13,14 +13,14 @@
  * rlock__bexec whose connections the loop watches; a pause of the backend
  * is a timer; a wait's sleep is a timer and its waiter's ring (a pipe the
  * loop watches), which the subscriber writes when it wakes the waiter.
- * The client's background work (renewals, the subscriber, undos) still
- * runs on its own thread; moving it onto the loop is the next step.
+ * The client's background work (renewals, the subscriber, undos, loss
+ * notices) runs on the same loop (bg.c): the client starts no thread.
  *
  * Everything here runs on the loop's thread; nothing blocks but what
- * rlock__bexec_round names (node.h: getaddrinfo for a host name, a
- * deployment's discovery, and a wait for a pooled connection while all
- * max_connections of a node are busy: a loop's requests will queue for
- * one instead).
+ * node.h names: getaddrinfo for a host name, and a deployment's
+ * discovery (Sentinel's resolve, a cluster's slot map). A request whose
+ * node has all of its max_connections busy waits in the node's queue, in
+ * rounds of its own (RLOCK__X_NOWAIT).
  */
 #ifndef RLOCK_LOOP_LOOP_H
 #define RLOCK_LOOP_LOOP_H
@@ -54,7 +54,8 @@ typedef struct rlock__task {
     void (*done)(struct rlock__task *t);
     void *arg;
     /* The driver's. */
-    struct rlock__task *next;
+    struct rlock__task *next, *prev;
+    int heap_i; /* in the sleepers' heap, or -1 */
     int state;
     rlock__slot *slot;
     rlock__bexec b;
@@ -64,8 +65,9 @@ typedef struct rlock__task {
     int64_t until;
 } rlock__task;
 
-/* A driver for client c's ops on a loop reached through hooks (copied).
- * NULL with *err on failure. */
+/* A driver for client c's ops on a loop reached through hooks (copied),
+ * and of its background work (bg.c; c must not be driven by its thread
+ * or another loop yet: RLOCK_EINVAL). NULL with *err on failure. */
 rlock__loop *rlock__loop_new(rlock_client *c, const rlock__loop_hooks *hooks,
                              int *err);
 /* Frees l: the loop is told to forget every descriptor and the timer,

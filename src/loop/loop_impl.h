@@ -50,8 +50,23 @@ typedef struct rlock__loop_bg {
     int delivering; /* on_lost callbacks run now (not nested) */
 } rlock__loop_bg;
 
+/* What loop.c asks of the work beside the tasks (bg.c fills it): a table,
+ * so that loop.c knows nothing of it. */
+typedef struct rlock__loop_side {
+    /* At the start of a pass. */
+    void (*pass)(rlock__loop *l);
+    /* Readiness of a descriptor of its own: 1 if fd was one. */
+    int (*ready)(rlock__loop *l, int fd, short revents);
+    /* What it watches (at most two, into fds) and its next time (lowers
+     * *due); how many. */
+    int (*watch)(rlock__loop *l, struct watched *fds, int64_t *due);
+    /* At the end of a pass, outside it: what is owed to the application. */
+    void (*deliver)(rlock__loop *l);
+} rlock__loop_side;
+
 struct rlock__loop {
     rlock_client *c;
+    const rlock__loop_side *side;
     rlock__loop_hooks hooks;
     rlock__task *tasks;
     int ntasks;
@@ -61,27 +76,30 @@ struct rlock__loop {
     watched *want; /* what it should (a pass's scratch) */
     int capwant;
     int64_t timer_due; /* the timer asked for (0: none) */
+    /* The task whose round watches a descriptor, by its number (what
+     * readiness is for, without a look at every task). */
+    rlock__task **by_fd;
+    int capfd;
+    /* Sleeping waits, in a heap by the end of their sleep (the timer);
+     * the others are the list (tasks). A ring wakes some of them: the
+     * next pass looks for which (rung). */
+    rlock__task **heap;
+    int nheap, capheap;
+    rlock__task **woken; /* a pass's scratch */
+    int capwoken;
+    int rung;
     rlock__loop_bg bg;
 };
 
-/* bg.c, for loop.c. */
-/* Makes l the driver of its client's background work. */
-int rlock__loop_bg_attach(rlock__loop *l);
-/* Leaves the background work to nobody: its tasks are canceled, the
- * subscriber connection closed (unwatched first). */
-void rlock__loop_bg_detach(rlock__loop *l);
-/* At the start of a pass: the subscriber's connection while it is made,
- * and the background step if it is due. */
-void rlock__loop_bg_pass(rlock__loop *l);
-/* At the end of a pass: the notices that wait, delivered. */
-void rlock__loop_bg_deliver(rlock__loop *l);
-/* Readiness of a descriptor of the background's: 1 if fd was one. */
-int rlock__loop_bg_ready(rlock__loop *l, int fd, short revents);
-/* What the background watches (up to two descriptors into fds, events),
- * and lowers *due to its next time. Returns how many. */
-int rlock__loop_bg_watch(rlock__loop *l, watched *fds, int64_t *due);
-
-/* loop.c, for bg.c. */
+/* loop.c, for bg.c, which makes a loop with its side (rlock__loop_new:
+ * make, the side attached, begin) and frees it (rlock__loop_free: forget
+ * the watched descriptors, the side detached, unmake). NULL: out of
+ * memory. */
+rlock__loop *rlock__loop_make(rlock_client *c, const rlock__loop_hooks *hooks,
+                              const rlock__loop_side *side);
+void rlock__loop_begin(rlock__loop *l);
+void rlock__loop_forget(rlock__loop *l);
+void rlock__loop_unmake(rlock__loop *l);
 /* fd is no longer watched (it is about to be closed). */
 void rlock__loop_unwatch(rlock__loop *l, int fd);
 

@@ -48,10 +48,27 @@ report "$tmp/unlisted" "is declared RLOCK_API in rlock.h but missing from api_fu
 report "$tmp/stale" "is in api_functions[] of test_bad_input.c but not declared RLOCK_API in rlock.h"
 report "$tmp/rowless" "is declared RLOCK_API in rlock.h but has no row in the bad-input table"
 
+# The event-loop API (async.h): every function is called with bad input
+# in test_async.c's async_bad_input_is_refused_and_changes_nothing.
+grep -E '^RLOCK_API ' "$src/include/rlock/async.h" |
+    sed -E 's/^RLOCK_API [^(]*[ *](rlock_[A-Za-z0-9_]+)\(.*/\1/' |
+    sort -u > "$tmp/async"
+[ -s "$tmp/async" ] || { echo "no RLOCK_API declaration found in async.h" >&2; exit 1; }
+sed -n '/^TEST(async_bad_input_is_refused_and_changes_nothing)/,/^}/p' \
+    "$src/tests/test_async.c" > "$tmp/async-test"
+[ -s "$tmp/async-test" ] || { echo "no async_bad_input test in test_async.c" >&2; exit 1; }
+sed -n '/^static void \*other_main/,/^}/p' "$src/tests/test_async.c" >> "$tmp/async-test"
+while read -r name; do
+    grep -q "\<$name(" "$tmp/async-test" || {
+        echo "api_coverage: $name is declared RLOCK_API in async.h but async_bad_input_is_refused_and_changes_nothing never calls it" >&2
+        status=1
+    }
+done < "$tmp/async"
+
 if [ $status = 0 ]; then
     while read -r name; do
         printf '%-28s %s rows\n' "$name" "$(grep -cx "$name" "$tmp/row-names")"
     done < "$tmp/header"
-    echo "api_coverage: all $(wc -l < "$tmp/header") RLOCK_API functions have rows"
+    echo "api_coverage: all $(wc -l < "$tmp/header") RLOCK_API functions have rows; all $(wc -l < "$tmp/async") of async.h are called with bad input"
 fi
 exit $status

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The manual: every public function of include/rlock/rlock.h has a man3
+# The manual: every public function of include/rlock/ (rlock.h, async.h
+# and the adapters) has a man3
 # page under its own name (a page of its own, or a .so link to its
 # family's page, whose NAME section names it); every page renders without
 # a warning from man(1) and is understood by lexgrog (whatis, apropos);
@@ -12,9 +13,14 @@ tmp=$(mktemp -d /tmp/rlock-man-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-names=$(grep -o '^RLOCK_API [^(]*(' "$src/include/rlock/rlock.h" |
+names=$(grep -ho '^RLOCK_API [^(]*(' "$src/include/rlock/rlock.h" "$src/include/rlock/async.h" |
     sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort -u)
-[ "$(echo "$names" | wc -l)" -ge 20 ] || fail "found only: $names"
+[ "$(echo "$names" | wc -l)" -ge 30 ] || fail "found only: $names"
+# The adapters' functions (headers only: static inline).
+adapters=$(grep -ho '^static inline int rlock_[a-z]*_attach(' "$src"/include/rlock/adapters/*.h |
+    sed -E 's/.* (rlock_[a-z]*_attach)\($/\1/' | sort -u)
+[ "$(echo "$adapters" | wc -l)" = 3 ] || fail "adapters: $adapters"
+names=$(printf '%s\n%s\n' "$names" "$adapters" | sort -u)
 
 cd "$src/man"
 for n in $names; do
