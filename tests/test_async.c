@@ -974,3 +974,84 @@ TEST(async_hostile_servers_end_calls_by_their_deadline)
         rt_fake_stop(f);
     }
 }
+
+typedef struct ender {
+    rlock_async *a;
+    rlock_async_mutex *m;
+    int calls, status, relock, closes;
+} ender;
+
+/* The callback of a call ended from outside a callback: frees its mutex
+ * (again), tries to start another call on it, or closes the client. */
+static void ended_cb(rlock_async_mutex *m, int status, uint64_t token,
+                     void *arg)
+{
+    ender *e = arg;
+
+    (void)token;
+    e->calls++;
+    e->status = status;
+    if (e->closes) {
+        rlock_async_close(e->a);
+        return;
+    }
+    e->relock = rlock_async_lock(m, 0, ended_cb, e);
+    rlock_async_mutex_free(m);
+}
+
+/*
+ * A pending call ended from the application's own code, outside any
+ * callback (rlock_async_mutex_free, rlock_async_cancel): its callback runs
+ * before the call returns and may free the mutex again, try to start
+ * another call on a mutex being freed (refused), or close the client;
+ * nothing is freed twice or used after it was (the sanitizer builds).
+ */
+TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_async *a;
+    rlock_async_mutex *h, *m;
+    ender e;
+    aloop p;
+    int err;
+
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    al_attach(&p, a);
+    CHECK((h = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
+    CHECK_RC(al_lock(&p, h, 0, NULL), RLOCK_OK);
+
+    /* mutex_free from outside; the callback frees it again. */
+    memset(&e, 0, sizeof e);
+    CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
+    al_for(&p, 100);
+    rlock_async_mutex_free(m);
+    CHECK_INT(e.calls, ==, 1);
+    CHECK_RC(e.status, RLOCK_ECANCELED);
+    CHECK_RC(e.relock, RLOCK_EINVAL);
+
+    /* cancel from outside; the callback frees the mutex. */
+    memset(&e, 0, sizeof e);
+    CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
+    al_for(&p, 100);
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    /* Its callback started a try and freed the mutex, which ended that
+     * try: a second callback, inside, whose own try was refused. */
+    CHECK_INT(e.calls, ==, 2);
+    CHECK_RC(e.status, RLOCK_ECANCELED);
+    CHECK_RC(e.relock, RLOCK_EINVAL);
+
+    /* mutex_free from outside; the callback closes the client. */
+    memset(&e, 0, sizeof e);
+    e.a = a;
+    e.closes = 1;
+    CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
+    CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
+    al_for(&p, 100);
+    rlock_async_mutex_free(m);
+    CHECK_INT(e.calls, ==, 1);
+    CHECK_INT(p.n, ==, 0); /* closed: every descriptor forgotten */
+    CHECK_INT(p.cleanups, ==, 1);
+    rt_server_stop(s);
+}

@@ -219,7 +219,8 @@ RLOCK_API int rlock_async_extend(rlock_async_mutex *m, int64_t lease_ms,
 /*
  * Cancels m's pending call: its callback runs before this returns, with
  * RLOCK_ECANCELED, or with its result if it had one already (a lock that
- * was granted says RLOCK_OK: the hold is m's). A wait leaves no trace: a
+ * was granted says RLOCK_OK: the hold is m's; its token is 0 if it was
+ * still to be drawn). A wait leaves no trace: a
  * request whose answer never came is undone later, in order. RLOCK_OK,
  * or RLOCK_ENOTOWNER if nothing was pending (RLOCK_EINVAL: NULL, the
  * wrong thread).

@@ -80,6 +80,7 @@ struct rlock_async {
     int closing;
     rlock_async_mutex *mutexes;
     acall *ended, **ended_tail;
+    acall *delivering; /* the callbacks deliver() runs now */
     int64_t loop_due; /* the loop's timer (0: none) */
     int64_t told_due; /* what the application's timer was told (-1: none) */
 };
@@ -136,27 +137,39 @@ static void enter(rlock_async *a)
     a->depth++;
 }
 
+/* The outermost entry returns: what was freed or closed meanwhile goes. */
+static void settle(rlock_async *a)
+{
+    rlock_async_mutex *am, *next;
+
+    if (a->closing) {
+        really_close(a);
+        return;
+    }
+    for (am = a->mutexes; am; am = next) {
+        next = am->next;
+        if (am->freed)
+            really_free(am);
+    }
+    tell_timer(a);
+}
+
 /* The end of an entry: the callbacks of the calls that ended, then what
  * was freed meanwhile, once nothing of ours is on the stack. */
 static void leave(rlock_async *a)
 {
     if (a->depth == 1)
         deliver(a);
-    if (--a->depth > 0)
-        return;
-    if (a->closing) {
-        really_close(a);
-        return;
-    }
-    {
-        rlock_async_mutex *am = a->mutexes, *next;
-        for (; am; am = next) {
-            next = am->next;
-            if (am->freed)
-                really_free(am);
-        }
-    }
-    tell_timer(a);
+    if (--a->depth == 0)
+        settle(a);
+}
+
+/* The end of an entry that runs no callback but those of the calls it
+ * ends itself (cancel, free). */
+static void leave_quiet(rlock_async *a)
+{
+    if (--a->depth == 0)
+        settle(a);
 }
 
 /* ---- the loop's hooks --------------------------------------------------- */
@@ -223,9 +236,24 @@ static int still_held(acall *ac, int rc)
 
 static void task_done(rlock__task *t);
 
+/* A lock's end once its token stage is over (rc its code): a hold whose
+ * token could not be had is given up, forgotten (nobody renews it, and
+ * its lease runs out), as rlock_with gives back a level it cannot fence,
+ * so that a callback never says "failed" of a hold the handle keeps. (A
+ * re-entry reads its token from memory: only a fresh hold, count 1, gets
+ * here with an error.) */
+static void lock_ended(acall *ac, int rc, uint64_t token)
+{
+    if (rc != RLOCK_OK && rc != RLOCK_ELOST)
+        rlock__forget(ac->am->m, ac->t.owner);
+    ac->token = rc == RLOCK_OK ? token : 0;
+    end_call(ac, still_held(ac, rc));
+}
+
 /* The lock's token: from the hold, where the acquisition drew it (the
  * handle asks for tokens at once); else a request of its own, unless the
- * call is being canceled (then token 0: the hold is still the handle's). */
+ * call is being canceled (then token 0: the hold is still the handle's,
+ * as rlock_async_cancel says). */
 static void token_stage(acall *ac)
 {
     rlock_async *a = ac->am->a;
@@ -234,8 +262,7 @@ static void token_stage(acall *ac)
     ac->token_stage = 1;
     rlock__fence_op_init(&ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
     if (rlock__fence_step(&ac->op.fence, &slot) == RLOCK__STEP_DONE) {
-        ac->token = ac->op.fence.token;
-        end_call(ac, still_held(ac, ac->op.fence.rc));
+        lock_ended(ac, ac->op.fence.rc, ac->op.fence.token);
         return;
     }
     rlock__req_free(&slot->req);
@@ -260,8 +287,7 @@ static void task_done(rlock__task *t)
     switch (ac->kind) {
     case K_LOCK:
         if (ac->token_stage) {
-            ac->token = ac->op.fence.rc == RLOCK_OK ? ac->op.fence.token : 0;
-            end_call(ac, still_held(ac, ac->op.fence.rc));
+            lock_ended(ac, ac->op.fence.rc, ac->op.fence.token);
             return;
         }
         if (ac->try_once) {
@@ -303,30 +329,32 @@ static void call_back(acall *ac)
     free(ac);
 }
 
+/* The callbacks of the calls that ended so far: those that end while
+ * they run (a callback that starts a call which fails at once, again and
+ * again) wait for the next turn, so that the loop gets its thread back. */
 static void deliver(rlock_async *a)
 {
     acall *ac;
 
-    while ((ac = a->ended) != NULL) {
-        if (!(a->ended = ac->next_ended))
-            a->ended_tail = &a->ended;
+    a->delivering = a->ended;
+    a->ended = NULL;
+    a->ended_tail = &a->ended;
+    while ((ac = a->delivering) != NULL) {
+        a->delivering = ac->next_ended;
         call_back(ac);
     }
 }
 
-/* Ends am's pending call now, its callback run before this returns. */
-static int cancel(rlock_async_mutex *am)
+/* Takes ac off whichever queue of callbacks holds it. */
+static void unqueue(rlock_async *a, acall *ac)
 {
-    rlock_async *a = am->a;
-    acall *ac = am->pending, **p;
+    acall **p;
 
-    if (!ac)
-        return RLOCK_ENOTOWNER;
-    if (!ac->ended) {
-        ac->canceled = 1;
-        /* Its done (task_done) runs inside, and queues it. */
-        rlock__loop_cancel(a->l, &ac->t);
-    }
+    for (p = &a->delivering; *p; p = &(*p)->next_ended)
+        if (*p == ac) {
+            *p = ac->next_ended;
+            return;
+        }
     for (p = &a->ended; *p; p = &(*p)->next_ended)
         if (*p == ac) {
             *p = ac->next_ended;
@@ -335,6 +363,22 @@ static int cancel(rlock_async_mutex *am)
     a->ended_tail = &a->ended;
     while (*a->ended_tail)
         a->ended_tail = &(*a->ended_tail)->next_ended;
+}
+
+/* Ends am's pending call now, its callback run before this returns. */
+static int cancel(rlock_async_mutex *am)
+{
+    rlock_async *a = am->a;
+    acall *ac = am->pending;
+
+    if (!ac)
+        return RLOCK_ENOTOWNER;
+    if (!ac->ended) {
+        ac->canceled = 1;
+        /* Its done (task_done) runs inside, and queues it. */
+        rlock__loop_cancel(a->l, &ac->t);
+    }
+    unqueue(a, ac);
     call_back(ac);
     return RLOCK_OK;
 }
@@ -449,15 +493,15 @@ void rlock_async_close(rlock_async *a)
     if (!a || !on_thread(a) || a->closing)
         return;
     a->closing = 1;
-    /* Every pending call is called back now; the callbacks can start no
-     * other (closing). */
+    /* Every pending call is called back now, those that ended and wait
+     * for their callback included (cancel takes them off the queue); the
+     * callbacks can start no other (closing). Freed once nothing of ours
+     * is on the stack: now, or when the callback that closed returns. */
     enter(a);
     for (am = a->mutexes; am; am = am->next)
         if (am->pending)
             cancel(am);
-    deliver(a);
-    if (--a->depth == 0)
-        really_close(a);
+    leave_quiet(a);
 }
 
 int rlock_async_stats(rlock_async *a, rlock_stats *st)
@@ -539,13 +583,14 @@ void rlock_async_mutex_free(rlock_async_mutex *am)
     a = am->a;
     if (!on_thread(a))
         return;
+    /* Marked first: the callback of the call it ends may not start
+     * another on it; freed when nothing of ours is on the stack (now,
+     * unless a callback or an entry of the loop's is). */
+    am->freed = 1;
+    enter(a);
     if (am->pending)
         cancel(am);
-    if (a->depth > 0 || a->closing) {
-        am->freed = 1; /* freed when the entry on the stack returns */
-        return;
-    }
-    really_free(am);
+    leave_quiet(a);
 }
 
 rlock_async_mutex *rlock_async_mutex_of(rlock_mutex *m)
@@ -697,8 +742,17 @@ int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
 
 int rlock_async_cancel(rlock_async_mutex *am)
 {
+    rlock_async *a;
+    int rc;
+
     if (!am || !on_thread(am->a) || am->freed)
         return fail_call(NULL, RLOCK_EINVAL,
                          "the mutex is NULL, freed, or not the loop thread's");
-    return cancel(am);
+    /* The callback may free am or close the client: nothing of either is
+     * touched after it, and what it freed goes as this returns. */
+    a = am->a;
+    enter(a);
+    rc = cancel(am);
+    leave_quiet(a);
+    return rc;
 }

@@ -225,6 +225,9 @@ void rlock__bexec_after(rlock__bexec *b);
  * the results (every node's failure), 0 if it holds none yet (b paused
  * between exchanges): the caller fills it. */
 int rlock__bexec_abort(rlock__bexec *b);
+/* b's legs that wait for a pooled connection give up their place (the
+ * call is being canceled). */
+void rlock__bexec_unpool(rlock__bexec *b);
 
 /* A call in steps (core/step.h) asked for slot's request. Blocking:
  * rlock__slot_run sends it over c's deployment and fills slot->rc and

@@ -94,6 +94,12 @@ void rlock__bexec_after(rlock__bexec *b)
         b->stage = BX_ROUTE;
 }
 
+void rlock__bexec_unpool(rlock__bexec *b)
+{
+    if (b->stage == BX_XCHG)
+        rlock__xchg_unpool(&b->x, RLOCK_ECANCELED, "the call was canceled");
+}
+
 int rlock__bexec_abort(rlock__bexec *b)
 {
     rlock__conn *conns[RLOCK__NODES_MAX];

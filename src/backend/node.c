@@ -516,7 +516,8 @@ static void pq_leave(rlock__node *n, rlock__xleg *l)
         l->pq_next = NULL;
     }
     if (l->handed) {
-        give_back(n, l->handed, 0);
+        /* (One of an address the node left is closed, not pooled.) */
+        give_back(n, l->handed, l->handed_gen != n->gen);
         l->handed = NULL;
     }
     if (l->room) {
@@ -534,6 +535,10 @@ static int pool_take_queued(rlock__node *n, rlock__xleg *l, rlock__conn **out)
 {
     int got;
 
+    /* A node that does not wait for a connection (Redlock's: a busy node
+     * fails the request at once) queues nobody. */
+    if (!n->cfg->wait_for_connection)
+        return pool_take(n, out);
     if (!l->pooled) {
         if (!n->pq_head && (got = pool_take(n, out)) >= 0)
             return got;
@@ -795,7 +800,7 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
         pthread_mutex_lock(&n->mu);
         n->nopen--;
     }
-    if (got < 0 && nowait) {
+    if (got < 0 && nowait && n->cfg->wait_for_connection) {
         if (rlock__now_ns() < deadline_ns) {
             pthread_mutex_unlock(&n->mu);
             return LEG_POOLED;

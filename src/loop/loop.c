@@ -319,6 +319,9 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
 
     unlink_task(l, t);
     if (t->state == T_ROUND || t->state == T_PAUSE) {
+        /* Legs waiting for a pooled connection leave the queue first: the
+         * round's end must not hand them one only to fail it. */
+        rlock__bexec_unpool(&t->b);
         for (i = 0; i < t->n; i++)
             if (t->conns[i] && !rlock__conn_settled(t->conns[i], t->want[i]))
                 rlock__conn_fail(t->conns[i], RLOCK_ECANCELED,

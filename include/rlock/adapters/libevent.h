@@ -110,10 +110,16 @@ static inline void rlock__libevent_watch(void *arg, int fd, int events)
     if (events & RLOCK_ASYNC_WRITE)
         what |= EV_WRITE;
     f->ev = event_new(e->base, fd, what, rlock__libevent_on_fd, e);
-    if (f->ev)
+    if (f->ev) {
         event_add(f->ev, NULL);
-    else
-        rlock__libevent_watch(arg, fd, 0);
+        return;
+    }
+    /* Out of memory: not watched (the calls waiting on it end by their
+     * deadlines). */
+    for (p = &e->fds; *p != f; p = &(*p)->next)
+        ;
+    *p = f->next;
+    free(f);
 }
 
 static inline void rlock__libevent_timer(void *arg, int64_t after_ms)
