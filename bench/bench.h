@@ -42,6 +42,8 @@ redisContext *floor_connect(const char *url);
 /* SET key token NX PX 30000, then the compare-and-delete script: the two
  * round trips every lock needs. Returns 0, or -1 on any failure. */
 int floor_pair(redisContext *ctx, const char *key, const char *token);
+/* The SHA-1 of the compare-and-delete script (after floor_connect). */
+const char *floor_release_sha(void);
 
 /* ---- what the server reports (server.c) ------------------------------- */
 
@@ -86,6 +88,7 @@ int scenario_interop(bench *b);
 int scenario_events(bench *b);
 int scenario_syscalls(bench *b);
 int scenario_redlock(bench *b);
+int scenario_async(bench *b);
 /* The child of the syscalls scenario (--syscall-run SIDE PAIRS): side
  * "rlock" or "floor"; an exit code. */
 int syscall_run(const char *url, const char *side, int pairs);

@@ -66,3 +66,8 @@ int floor_pair(redisContext *ctx, const char *key, const char *token)
         freeReplyObject(r);
     return ok ? 0 : -1;
 }
+
+const char *floor_release_sha(void)
+{
+    return release_sha;
+}

@@ -40,7 +40,7 @@ static const struct {
     {"contended", scenario_contended},     {"scale", scenario_scale},
     {"waiters", scenario_waiters},         {"interop", scenario_interop},
     {"events", scenario_events},           {"syscalls", scenario_syscalls},
-    {"redlock", scenario_redlock},
+    {"redlock", scenario_redlock},         {"async", scenario_async},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 

@@ -49,14 +49,32 @@ typedef struct acall {
     void (*cb)(rlock_async_mutex *m, int status, void *arg);
     void *arg;
     struct acall *next_ended;
+    /* The op that runs now, in room of its own size (a waiter's is small:
+     * 10,000 of them on one loop). */
     union {
-        rlock__wait_op wait;
-        rlock__attempt_op attempt;
-        rlock__release_op release;
-        rlock__extend_op extend;
-        rlock__fence_op fence;
+        void *any;
+        rlock__wait_op *wait;
+        rlock__attempt_op *attempt;
+        rlock__release_op *release;
+        rlock__extend_op *extend;
+        rlock__fence_op *fence;
     } op;
 } acall;
+
+/* Room for ac's next op, of size bytes (the one before goes): 0 when out
+ * of memory. */
+static int op_room(acall *ac, size_t size)
+{
+    free(ac->op.any);
+    ac->op.any = malloc(size);
+    return ac->op.any != NULL;
+}
+
+static void acall_free(acall *ac)
+{
+    free(ac->op.any);
+    free(ac);
+}
 
 struct rlock_async_mutex {
     rlock_async *a;
@@ -79,6 +97,7 @@ struct rlock_async {
     int depth;
     int closing;
     rlock_async_mutex *mutexes;
+    int nfreed; /* of them, freed by the application, gone at settle */
     acall *ended, **ended_tail;
     acall *delivering; /* the callbacks deliver() runs now */
     int64_t loop_due; /* the loop's timer (0: none) */
@@ -146,11 +165,14 @@ static void settle(rlock_async *a)
         really_close(a);
         return;
     }
-    for (am = a->mutexes; am; am = next) {
+    /* (Looked for only when there are some: a loop with 100,000 handles
+     * settles after every callback.) */
+    for (am = a->nfreed > 0 ? a->mutexes : NULL; am; am = next) {
         next = am->next;
         if (am->freed)
             really_free(am);
     }
+    a->nfreed = 0;
     tell_timer(a);
 }
 
@@ -260,9 +282,14 @@ static void token_stage(acall *ac)
     rlock__slot *slot;
 
     ac->token_stage = 1;
-    rlock__fence_op_init(&ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
-    if (rlock__fence_step(&ac->op.fence, &slot) == RLOCK__STEP_DONE) {
-        lock_ended(ac, ac->op.fence.rc, ac->op.fence.token);
+    if (!op_room(ac, sizeof *ac->op.fence)) {
+        lock_ended(ac, rlock__fail(&ac->call, RLOCK_ENOMEM, "out of memory"),
+                   0);
+        return;
+    }
+    rlock__fence_op_init(ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
+    if (rlock__fence_step(ac->op.fence, &slot) == RLOCK__STEP_DONE) {
+        lock_ended(ac, ac->op.fence->rc, ac->op.fence->token);
         return;
     }
     rlock__req_free(&slot->req);
@@ -271,9 +298,9 @@ static void token_stage(acall *ac)
         end_call(ac, still_held(ac, RLOCK_OK));
         return;
     }
-    rlock__fence_op_init(&ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
+    rlock__fence_op_init(ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
     ac->t.step = (rlock__step_fn)rlock__fence_step;
-    ac->t.op = &ac->op.fence;
+    ac->t.op = ac->op.fence;
     ac->t.wait = NULL;
     rlock__loop_start(a->l, &ac->t);
 }
@@ -287,17 +314,17 @@ static void task_done(rlock__task *t)
     switch (ac->kind) {
     case K_LOCK:
         if (ac->token_stage) {
-            lock_ended(ac, ac->op.fence.rc, ac->op.fence.token);
+            lock_ended(ac, ac->op.fence->rc, ac->op.fence->token);
             return;
         }
         if (ac->try_once) {
-            rc = ac->op.attempt.rc;
+            rc = ac->op.attempt->rc;
             rlock__report_acquire(m, t->owner, rc, ac->t0, 1, 0, 0);
         } else {
-            rc = ac->op.wait.rc;
-            rlock__report_acquire(m, t->owner, rc, ac->t0, ac->op.wait.attempts,
-                                  ac->op.wait.waited,
-                                  rc == RLOCK_OK && ac->op.wait.granted);
+            rc = ac->op.wait->rc;
+            rlock__report_acquire(m, t->owner, rc, ac->t0,
+                                  ac->op.wait->attempts, ac->op.wait->waited,
+                                  rc == RLOCK_OK && ac->op.wait->granted);
         }
         if (rc == RLOCK_OK)
             token_stage(ac);
@@ -305,10 +332,10 @@ static void task_done(rlock__task *t)
             end_call(ac, rc);
         return;
     case K_UNLOCK:
-        end_call(ac, ac->op.release.rc);
+        end_call(ac, ac->op.release->rc);
         return;
     default:
-        rc = ac->op.extend.rc;
+        rc = ac->op.extend->rc;
         if (rc == RLOCK_OK)
             rlock__report_extend(m, t->owner, ac->lease_ms);
         end_call(ac, still_held(ac, rc));
@@ -326,7 +353,7 @@ static void call_back(acall *ac)
         ac->lock_cb(am, ac->rc, ac->rc == RLOCK_OK ? ac->token : 0, ac->arg);
     else
         ac->cb(am, ac->rc, ac->arg);
-    free(ac);
+    acall_free(ac);
 }
 
 /* The callbacks of the calls that ended so far: those that end while
@@ -587,6 +614,7 @@ void rlock_async_mutex_free(rlock_async_mutex *am)
      * another on it; freed when nothing of ours is on the stack (now,
      * unless a callback or an entry of the loop's is). */
     am->freed = 1;
+    a->nfreed++;
     enter(a);
     if (am->pending)
         cancel(am);
@@ -606,7 +634,8 @@ const char *rlock_async_errmsg(rlock_async_mutex *am)
 }
 
 /* Checks a call's arguments and makes its struct. NULL with *rc. */
-static acall *call_new(rlock_async_mutex *am, int have_cb, int *rc)
+static acall *call_new(rlock_async_mutex *am, int have_cb, size_t op_size,
+                       int *rc)
 {
     rlock_async *a = am ? am->a : NULL;
     const char *why = NULL;
@@ -629,7 +658,8 @@ static acall *call_new(rlock_async_mutex *am, int have_cb, int *rc)
         *rc = fail_call(am && on_thread(a) ? am : NULL, RLOCK_EINVAL, why);
         return NULL;
     }
-    if (!(ac = calloc(1, sizeof *ac))) {
+    if (!(ac = calloc(1, sizeof *ac)) || !op_room(ac, op_size)) {
+        free(ac);
         *rc = fail_call(am, RLOCK_ENOMEM, "out of memory");
         return NULL;
     }
@@ -669,10 +699,13 @@ int rlock_async_lock(rlock_async_mutex *am, int64_t wait_ms,
     acall *ac;
     int rc;
 
-    if (!(ac = call_new(am, cb != NULL, &rc)))
+    if (!(ac = call_new(am, cb != NULL,
+                        wait_ms == 0 ? sizeof *ac->op.attempt
+                                     : sizeof *ac->op.wait,
+                        &rc)))
         return rc;
     if (wait_ms > RLOCK_MS_MAX) {
-        free(ac);
+        acall_free(ac);
         return fail_call(am, RLOCK_EINVAL, "wait_ms is too large");
     }
     ac->kind = K_LOCK;
@@ -681,17 +714,17 @@ int rlock_async_lock(rlock_async_mutex *am, int64_t wait_ms,
     if (wait_ms == 0) {
         ac->try_once = 1;
         ac->nonce = rlock__new_nonce(am->a->c);
-        rlock__attempt_op_init(&ac->op.attempt, &ac->call, am->m, ac->t.owner,
+        rlock__attempt_op_init(ac->op.attempt, &ac->call, am->m, ac->t.owner,
                                't', &ac->nonce, &ac->hint_ms);
         ac->t.step = (rlock__step_fn)rlock__attempt_step;
-        ac->t.op = &ac->op.attempt;
+        ac->t.op = ac->op.attempt;
     } else {
-        rlock__wait_op_init(&ac->op.wait, &ac->call, am->m, ac->t.owner,
+        rlock__wait_op_init(ac->op.wait, &ac->call, am->m, ac->t.owner,
                             wait_ms < 0 ? 0 : rlock__after_ms(wait_ms),
                             wait_ms < 0);
         ac->t.step = (rlock__step_fn)rlock__wait_step;
-        ac->t.op = &ac->op.wait;
-        ac->t.wait = &ac->op.wait;
+        ac->t.op = ac->op.wait;
+        ac->t.wait = ac->op.wait;
     }
     return call_start(ac);
 }
@@ -703,14 +736,14 @@ int rlock_async_unlock(rlock_async_mutex *am,
     acall *ac;
     int rc;
 
-    if (!(ac = call_new(am, cb != NULL, &rc)))
+    if (!(ac = call_new(am, cb != NULL, sizeof *ac->op.release, &rc)))
         return rc;
     ac->kind = K_UNLOCK;
     ac->cb = cb;
     ac->arg = arg;
-    rlock__release_op_init(&ac->op.release, &ac->call, am->m, ac->t.owner);
+    rlock__release_op_init(ac->op.release, &ac->call, am->m, ac->t.owner);
     ac->t.step = (rlock__step_fn)rlock__release_step;
-    ac->t.op = &ac->op.release;
+    ac->t.op = ac->op.release;
     return call_start(ac);
 }
 
@@ -721,22 +754,22 @@ int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
     acall *ac;
     int rc;
 
-    if (!(ac = call_new(am, cb != NULL, &rc)))
+    if (!(ac = call_new(am, cb != NULL, sizeof *ac->op.extend, &rc)))
         return rc;
     if (lease_ms <= 0 || lease_ms > RLOCK_MS_MAX) {
-        free(ac);
+        acall_free(ac);
         return fail_call(am, RLOCK_EINVAL, "lease_ms must be 1 or more");
     }
     ac->kind = K_EXTEND;
     ac->cb = cb;
     ac->arg = arg;
     ac->lease_ms = lease_ms;
-    rlock__extend_op_init(&ac->op.extend, &ac->call, am->m, ac->t.owner,
+    rlock__extend_op_init(ac->op.extend, &ac->call, am->m, ac->t.owner,
                           lease_ms, "extend",
                           "the lease end this client counts with is "
                           "unchanged");
     ac->t.step = (rlock__step_fn)rlock__extend_step;
-    ac->t.op = &ac->op.extend;
+    ac->t.op = ac->op.extend;
     return call_start(ac);
 }
 

@@ -173,7 +173,9 @@ const rlock__backend *rlock__backend_for(const char *url);
 /* Runs req over c's deployment (route, an exchange, routed, a pause if
  * asked for, route again... until done), blocking: the exchanges in poll
  * on the calling thread, the pauses in clock_nanosleep. res gets
- * c->nnodes results. It drives an rlock__bexec, below. */
+ * c->nnodes results, in the room reserved for them before
+ * (rlock__results_reserve: answers take room only while a request is in
+ * flight). It drives an rlock__bexec, below. */
 void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
                          rlock__results *res, rlock__call *call);
 
@@ -194,9 +196,10 @@ void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
  *
  * When rlock__bexec_round returns 0, res and call are filled as
  * rlock__backend_exec fills them. req, res and call are borrowed until
- * then. What still blocks inside a round: rlock__xchg_start's (node.h),
- * and asking a deployment where things are (Sentinel's resolve, a
- * cluster's refresh), one connection each.
+ * then; res's room for c->nnodes results is reserved before
+ * (rlock__results_reserve), as for rlock__backend_exec. What still blocks
+ * inside a round: rlock__xchg_start's (node.h), and asking a deployment where
+ * things are (Sentinel's resolve, a cluster's refresh), one connection each.
  */
 typedef struct rlock__bexec {
     rlock_client *c;

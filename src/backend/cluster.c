@@ -459,7 +459,7 @@ static int routed_cluster(rlock_client *c, const rlock__req *req,
         /* "MOVED 3999 127.0.0.1:6381": the node is the last word. */
         rlock__obs_node(c->obs, RLOCK_EV_REDIRECT, 0,
                         strrchr(last, ' ') ? strrchr(last, ' ') + 1 : "", last);
-        rlock__results_free(res);
+        rlock__results_clear(res);
         /* A move needs two at most (ASK, then MOVED when it ends); more
          * mean the nodes do not agree yet (a SETSLOT given to one node
          * before the other): the next is followed after a pause, so that
@@ -493,7 +493,7 @@ static int routed_cluster(rlock_client *c, const rlock__req *req,
         }
     } else if ((msg = redirect(&res->r[0], "TRYAGAIN")) != NULL) {
         snprintf(last, sizeof last, "%s", msg);
-        rlock__results_free(res);
+        rlock__results_clear(res);
         s.tryagains++;
         if (s.flags & RLOCK__X_BRIEF) {
             rlock__fail(call, RLOCK_EUNAVAILABLE,

@@ -151,13 +151,23 @@ void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
     }
 }
 
-int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b)
+/* The room for slot's answers, now that its request goes out. */
+static int slot_ready(rlock__slot *slot, rlock_client *c)
 {
-    if (rlock__req_finish(&slot->req) != RLOCK_OK) {
-        rlock__results_init(&slot->res, 0);
+    if (rlock__req_finish(&slot->req) != RLOCK_OK ||
+        rlock__results_reserve(&slot->res, c->nnodes > 1 ? c->nnodes : 1) !=
+            RLOCK_OK) {
+        rlock__results_none(&slot->res);
         slot->rc = rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
         return 0;
     }
+    return 1;
+}
+
+int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b)
+{
+    if (!slot_ready(slot, c))
+        return 0;
     slot->rc = RLOCK_OK;
     /* A loop must not wait for a pooled connection in a condition
      * variable. */
@@ -168,11 +178,8 @@ int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b)
 
 void rlock__slot_run(rlock__slot *slot, rlock_client *c)
 {
-    if (rlock__req_finish(&slot->req) != RLOCK_OK) {
-        rlock__results_init(&slot->res, 0);
-        slot->rc = rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
+    if (!slot_ready(slot, c))
         return;
-    }
     slot->rc = RLOCK_OK;
     rlock__backend_exec(c, &slot->req, slot->flags, &slot->res, slot->call);
 }

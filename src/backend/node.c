@@ -1238,6 +1238,7 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
     x->deadline_ns = deadline_ns;
     x->res = res;
     rlock__results_init(res, n);
+    n = x->n = res->n; /* the room the caller reserved (never fewer) */
     memset(x->legs, 0, sizeof x->legs[0] * (size_t)n);
     for (i = 0; i < n; i++) {
         leg *l = &x->legs[i];
@@ -1417,16 +1418,19 @@ static void exec(rlock__node **nodes, int n, const rlock__req *req, int flags,
     }
 }
 
-void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
-                       int flags, int64_t deadline_ns, rlock__results *res)
+int rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
+                      int flags, int64_t deadline_ns, rlock__results *res)
 {
+    if (rlock__results_reserve(res, n) != RLOCK_OK)
+        return RLOCK_ENOMEM;
     exec(nodes, n, req, flags, deadline_ns, res);
+    return RLOCK_OK;
 }
 
-void rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
-                          rlock__results *res)
+int rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
+                         rlock__results *res)
 {
-    exec(nodes, n, NULL, 0, deadline_ns, res);
+    return rlock__nodes_exec(nodes, n, NULL, 0, deadline_ns, res);
 }
 
 /* ---- plain commands ----------------------------------------------------- */

@@ -111,10 +111,11 @@ int64_t rlock__node_heard(const rlock__node *n);
  * whose reply is kept (a cluster redirection is read from it) and whose
  * rc is the code it means. With identify, an answer from a server that
  * answered for an earlier node of nodes already is RLOCK_EINVAL, naming
- * both: one server counts once.
+ * both: one server counts once. res's room is reserved here (free it
+ * with rlock__results_free): RLOCK_OK, or RLOCK_ENOMEM with none.
  */
-void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
-                       int flags, int64_t deadline_ns, rlock__results *res);
+int rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
+                      int flags, int64_t deadline_ns, rlock__results *res);
 
 /*
  * The same request as an object that readiness and time advance, so that
@@ -137,7 +138,8 @@ void rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
  * A round is one wait for replies: the handshakes of new connections (by
  * the connect timeout), the request's answers (by deadline_ns), the
  * request again with its script's body after a NOSCRIPT. When
- * rlock__xchg_round returns 0, res is filled as rlock__nodes_exec fills
+ * rlock__xchg_round returns 0, res (its room for n results reserved
+ * before, rlock__results_reserve) is filled as rlock__nodes_exec fills
  * it and every connection the exchange took is back with its node
  * (pooled, owing or closed). req and nodes are borrowed until then. The
  * struct is on the caller's stack or in its state; its fields are the
@@ -208,9 +210,10 @@ void rlock__xchg_unpool(rlock__xchg *x, int code, const char *why);
 void rlock__xchg_after(rlock__xchg *x);
 
 /* Opens a connection to each of nodes[0..n) at once, with its handshake,
- * by deadline_ns, and leaves it in the node's pool (res as above). */
-void rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
-                          rlock__results *res);
+ * by deadline_ns, and leaves it in the node's pool (res and the code
+ * returned as above). */
+int rlock__nodes_connect(rlock__node **nodes, int n, int64_t deadline_ns,
+                         rlock__results *res);
 
 /* ncmds commands on a pooled connection of n, every reply by
  * deadline_ns. RLOCK_OK with replies[0..ncmds) (error replies are

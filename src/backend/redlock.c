@@ -346,22 +346,27 @@ static int open_redlock(rlock_client *c, const char *url,
      * says). */
     if (c->lazy)
         return RLOCK_OK;
-    rlock__nodes_connect(r->nodes, r->n, rlock__after_ms(r->node_timeout_ms),
-                         &res);
+    if (rlock__nodes_connect(r->nodes, r->n,
+                             rlock__after_ms(r->node_timeout_ms),
+                             &res) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     for (i = 0; i < r->n; i++) {
         int e = res.r[i].rc;
         if (e == RLOCK_OK)
             continue;
-        if (e != RLOCK_ECONNECT && e != RLOCK_ENOREPLY && e != RLOCK_EIO)
-            return rlock__fail(call, e, "redlock node %s: %.400s",
-                               rlock__node_where(r->nodes[i]),
-                               res.r[i].err.msg);
+        if (e != RLOCK_ECONNECT && e != RLOCK_ENOREPLY && e != RLOCK_EIO) {
+            rlock__fail(call, e, "redlock node %s: %.400s",
+                        rlock__node_where(r->nodes[i]), res.r[i].err.msg);
+            rlock__results_free(&res);
+            return e;
+        }
         /* The first unreachable node's cause is named: a certificate not
          * trusted, a refused connection, a timeout. */
         if (!down++)
             snprintf(why, sizeof why, "%s: %.300s",
                      rlock__node_where(r->nodes[i]), res.r[i].err.msg);
     }
+    rlock__results_free(&res);
     if (r->n - down < c->quorum)
         return rlock__fail(call, RLOCK_EQUORUM,
                            "redlock: only %d of %d nodes could be reached "

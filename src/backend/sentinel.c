@@ -316,7 +316,7 @@ static int routed_sentinel(rlock_client *c, const rlock__req *req,
      * it is, and the next call asks them (suspect). */
     if (call->deadline_ns && rlock__now_ns() >= call->deadline_ns)
         return RLOCK__ROUTE_DONE;
-    rlock__results_free(res);
+    rlock__results_clear(res);
     return RLOCK__ROUTE_AGAIN;
 }
 
@@ -374,20 +374,26 @@ static int open_sentinel(rlock_client *c, const char *url,
      * sentinel asked, then the master, within the connect timeout. */
     if ((rc = resolve(c, call)) != RLOCK_OK)
         return rc;
-    rlock__nodes_connect(
-        &s->node, 1, rlock__call_until(call, opts->connect_timeout_ms), &res);
+    if (rlock__nodes_connect(&s->node, 1,
+                             rlock__call_until(call, opts->connect_timeout_ms),
+                             &res) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     if (res.r[0].rc != RLOCK_OK && unreached(&res.r[0])) {
         /* The sentinels may not have noticed a failover yet: once more. */
         suspect(c, res.r[0].rc);
+        rlock__results_free(&res);
         if ((rc = resolve(c, call)) != RLOCK_OK)
             return rc;
-        rlock__nodes_connect(&s->node, 1,
-                             rlock__call_until(call, opts->connect_timeout_ms),
-                             &res);
+        if (rlock__nodes_connect(
+                &s->node, 1, rlock__call_until(call, opts->connect_timeout_ms),
+                &res) != RLOCK_OK)
+            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     }
-    if (res.r[0].rc != RLOCK_OK)
-        return rlock__fail(call, res.r[0].rc, "%s", res.r[0].err.msg);
-    return RLOCK_OK;
+    rc = res.r[0].rc;
+    if (rc != RLOCK_OK)
+        rlock__fail(call, rc, "%s", res.r[0].err.msg);
+    rlock__results_free(&res);
+    return rc;
 }
 
 static void close_sentinel(rlock_client *c)

@@ -66,11 +66,15 @@ static int open_single(rlock_client *c, const char *url,
      * timeout alone (but for an event loop's client). */
     if (c->lazy)
         return RLOCK_OK;
-    rlock__nodes_connect(&s->node, 1, rlock__after_ms(opts->connect_timeout_ms),
-                         &res);
-    if (res.r[0].rc != RLOCK_OK)
-        return rlock__fail(call, res.r[0].rc, "%s", res.r[0].err.msg);
-    return RLOCK_OK;
+    if (rlock__nodes_connect(&s->node, 1,
+                             rlock__after_ms(opts->connect_timeout_ms),
+                             &res) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    rc = res.r[0].rc;
+    if (rc != RLOCK_OK)
+        rlock__fail(call, rc, "%s", res.r[0].err.msg);
+    rlock__results_free(&res);
+    return rc;
 }
 
 static void close_single(rlock_client *c)

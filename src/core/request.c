@@ -198,10 +198,40 @@ int rlock__req_finish(rlock__req *r)
     return RLOCK_OK;
 }
 
+int rlock__results_reserve(rlock__results *res, int n)
+{
+    rlock__results_none(res);
+    if (n <= 0)
+        return RLOCK_OK;
+    if (!(res->r = calloc((size_t)n, sizeof *res->r)))
+        return RLOCK_ENOMEM;
+    res->cap = n;
+    return RLOCK_OK;
+}
+
+void rlock__results_none(rlock__results *res)
+{
+    res->n = 0;
+    res->cap = 0;
+    res->r = NULL;
+}
+
 void rlock__results_init(rlock__results *res, int n)
 {
     int i;
 
+    /* More answers than were reserved for: a route that grew after the
+     * request was sent (never with today's backends). The room grows, or
+     * the nodes past it are not asked. */
+    if (n > res->cap) {
+        rlock__result *r = realloc(res->r, (size_t)n * sizeof *r);
+        if (r) {
+            res->r = r;
+            res->cap = n;
+        } else {
+            n = res->cap;
+        }
+    }
     res->n = n;
     for (i = 0; i < n; i++) {
         res->r[i].rc = RLOCK_ENOREPLY;
@@ -226,12 +256,23 @@ void rlock__result_drop(rlock__result *r)
     r->replies = NULL;
 }
 
+void rlock__results_clear(rlock__results *res)
+{
+    int i;
+
+    for (i = 0; i < res->n; i++)
+        rlock__result_drop(&res->r[i]);
+    res->n = 0;
+}
+
 void rlock__results_free(rlock__results *res)
 {
     int i;
 
     for (i = 0; i < res->n; i++)
         rlock__result_drop(&res->r[i]);
+    free(res->r);
+    rlock__results_none(res);
 }
 
 int rlock__result_unknown(const rlock__result *r)

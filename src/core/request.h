@@ -113,12 +113,25 @@ typedef struct rlock__result {
 } rlock__result;
 
 typedef struct rlock__results {
-    int n; /* one per node of the backend, in its order */
-    rlock__result r[RLOCK__NODES_MAX];
+    int n;            /* one per node of the backend, in its order */
+    int cap;          /* room in r */
+    rlock__result *r; /* allocated while a request is in flight only: an
+                         op that sleeps keeps no room for answers */
 } rlock__results;
 
-/* n results, none answered yet. */
+/* Room for n results, before a request is sent: RLOCK_OK, or
+ * RLOCK_ENOMEM with res holding none. Whatever res held is forgotten
+ * (it was freed, or never had any). */
+int rlock__results_reserve(rlock__results *res, int n);
+/* No results and no room: a request that was never sent. */
+void rlock__results_none(rlock__results *res);
+/* n results, none answered yet, in the room reserved (0: none, the room
+ * kept for rlock__results_free). */
 void rlock__results_init(rlock__results *res, int n);
+/* Frees what the results hold but keeps their room: n is 0 (a request
+ * routed again fills them anew). */
+void rlock__results_clear(rlock__results *res);
+/* Frees what the results hold, and their room. */
 void rlock__results_free(rlock__results *res);
 /* Frees what one result holds of the server's answer (reply, replies). */
 void rlock__result_drop(rlock__result *r);

@@ -39,8 +39,10 @@ int rlock__send(rlock__call *call, rlock_mutex *m, rlock__req *req, int flags,
 {
     rlock_client *c = m->c;
 
-    if (rlock__req_finish(req) != RLOCK_OK) {
-        rlock__results_init(res, 0);
+    if (rlock__req_finish(req) != RLOCK_OK ||
+        rlock__results_reserve(res, c->nnodes > 1 ? c->nnodes : 1) !=
+            RLOCK_OK) {
+        rlock__results_none(res);
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     }
     rlock__backend_exec(c, req, flags, res, call);

@@ -293,6 +293,24 @@ static void step_call(wait *s, rlock__call *one)
         one->deadline_ns = s->bound;
 }
 
+/* The wait is awake (after its start or a sleep): the room for its
+ * steps' calls and ops. 0 when out of memory: the wait ends so. */
+static int awake(wait *s)
+{
+    if (!s->sub && !(s->sub = malloc(sizeof *s->sub))) {
+        s->rc = rlock__fail(s->call, RLOCK_ENOMEM, "out of memory");
+        return 0;
+    }
+    return 1;
+}
+
+/* It sleeps, or is over: the room goes. */
+static void asleep(wait *s)
+{
+    free(s->sub);
+    s->sub = NULL;
+}
+
 /* A grant was taken (recorded) and checked (rlock__keep_op's rc):
  * it is the caller's once it is known to have lease left, and with
  * replicas that they have it. A grant lost before that was given back:
@@ -303,7 +321,7 @@ static step grant_kept(wait *s, int rc)
         s->rc = RLOCK_OK;
         return DONE;
     }
-    s->call->err = s->one.err;
+    s->call->err = s->sub->one.err;
     s->granted = 0;
     if (rc != RLOCK_EBUSY && !failing_over(s, rc)) {
         s->rc = rc;
@@ -350,8 +368,7 @@ void rlock__wait_op_init(rlock__wait_op *s, rlock__call *call, rlock_mutex *m,
     const rlock__layout *lay = m->layout;
     int one_copy = (c->backend->flags & RLOCK__BK_ONE_COPY) != 0;
 
-    /* All but the steps' own calls and ops, which each step sets up. */
-    memset(s, 0, offsetof(rlock__wait_op, one));
+    memset(s, 0, sizeof *s);
     s->call = call;
     s->m = m;
     s->owner = owner;
@@ -410,34 +427,44 @@ static int finish(wait *s, rlock__slot **slot)
         m->layout->pass_on(c, m);
     pthread_mutex_unlock(&c->mu);
     s->stage = W_DONE;
-    if (s->rc == RLOCK_OK)
+    if (s->rc == RLOCK_OK) {
+        asleep(s);
         return RLOCK__STEP_DONE;
+    }
     if (s->gave_up || s->rc == RLOCK_ECANCELED) {
         /* The detail of the timeout, not of the leaving. */
         s->rc = rlock__fail(s->call, s->rc,
                             s->gave_up ? "lock not obtained within the wait"
                                        : "the wait was cancelled");
-        if (!s->queued)
+        if (!s->queued) {
+            asleep(s);
             return RLOCK__STEP_DONE;
+        }
         /* Leaves the queue after giving up: no trace, and when the call
          * returns its place is gone. With the nonce: a grant that raced
          * with giving up is returned. The undo ends by the wait's bound;
          * what it could not do by then, the background sends later
          * (behind the attempts it undoes). */
-        step_call(s, &s->one);
-        if (rlock__now_ns() >= s->one.deadline_ns) {
+        if (!s->sub && !(s->sub = malloc(sizeof *s->sub))) {
             rlock__undo_later(m, s->owner.no, s->nonce, 0);
             return RLOCK__STEP_DONE;
         }
-        rlock__undo_op_init(&s->in.undo, s->one.deadline_ns, m, s->owner,
-                            s->nonce);
+        step_call(s, &s->sub->one);
+        if (rlock__now_ns() >= s->sub->one.deadline_ns) {
+            asleep(s);
+            rlock__undo_later(m, s->owner.no, s->nonce, 0);
+            return RLOCK__STEP_DONE;
+        }
+        rlock__undo_op_init(&s->sub->in.undo, s->sub->one.deadline_ns, m,
+                            s->owner, s->nonce);
         s->stage = W_LEAVING;
-        return rlock__undo_step(&s->in.undo, slot);
+        return rlock__undo_step(&s->sub->in.undo, slot);
     }
     /* (An attempt whose reply never came queued its own undo, under a
      * nonce since replaced; a place taken by an earlier attempt goes.) */
     if (s->queued && s->rc != RLOCK_EINVAL && s->attempted)
         rlock__undo_later(m, s->owner.no, s->nonce, 0);
+    asleep(s);
     return RLOCK__STEP_DONE;
 }
 
@@ -450,15 +477,17 @@ static int go(wait *s, step next, rlock__slot **slot)
     case SLEEP:
         s->stage = W_SLEPT;
         s->messages = s->subscribed;
+        asleep(s);
         return RLOCK__STEP_SLEEP;
     case SUBSCRIBE:
         s->stage = W_SUBSCRIBED;
         s->messages = 1;
+        asleep(s);
         return RLOCK__STEP_SLEEP;
     case DONE:
         if (s->granted && s->stage != W_KEEPING) {
-            step_call(s, &s->one);
-            rlock__keep_op_init(&s->in.keep, &s->one, s->m, s->owner);
+            step_call(s, &s->sub->one);
+            rlock__keep_op_init(&s->sub->in.keep, &s->sub->one, s->m, s->owner);
             s->stage = W_KEEPING;
         } else {
             s->stage = W_FINISH;
@@ -476,6 +505,8 @@ int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
 
     switch (s->stage) {
     case W_BEFORE:
+        if (!awake(s))
+            return finish(s, slot);
         pthread_mutex_lock(&c->mu);
         next = before_attempt(s);
         pthread_mutex_unlock(&c->mu);
@@ -485,6 +516,8 @@ int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
         }
         return go(s, next, slot);
     case W_SUBSCRIBED:
+        if (!awake(s))
+            return finish(s, slot);
         pthread_mutex_lock(&c->mu);
         s->subscribed = rlock__sub_want(c, s->m, s->call) > 0;
         s->w.woken = 0;
@@ -494,36 +527,39 @@ int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
     case W_ATTEMPT:
         /* One attempt with a deadline of its own; its error detail
          * becomes the wait's. */
-        step_call(s, &s->one);
+        step_call(s, &s->sub->one);
         s->hint_ms = -1;
         s->attempts++;
         s->old_nonce = s->nonce;
-        rlock__attempt_op_init(&s->in.attempt, &s->one, s->m, s->owner, 'w',
-                               &s->nonce, &s->hint_ms);
+        rlock__attempt_op_init(&s->sub->in.attempt, &s->sub->one, s->m,
+                               s->owner, 'w', &s->nonce, &s->hint_ms);
         s->stage = W_ATTEMPTING;
         /* fall through */
     case W_ATTEMPTING:
-        if ((r = rlock__attempt_step(&s->in.attempt, slot)) != RLOCK__STEP_DONE)
+        if ((r = rlock__attempt_step(&s->sub->in.attempt, slot)) !=
+            RLOCK__STEP_DONE)
             return r;
-        if ((r = s->in.attempt.rc) != RLOCK_OK)
-            s->call->err = s->one.err;
+        if ((r = s->sub->in.attempt.rc) != RLOCK_OK)
+            s->call->err = s->sub->one.err;
         next = after_attempt(s, r, s->old_nonce);
         before_sleep(s, next);
         return go(s, next, slot);
     case W_SLEPT:
         return go(s, ATTEMPT, slot);
     case W_KEEPING:
-        if ((r = rlock__keep_step(&s->in.keep, slot)) != RLOCK__STEP_DONE)
+        if ((r = rlock__keep_step(&s->sub->in.keep, slot)) != RLOCK__STEP_DONE)
             return r;
-        return go(s, grant_kept(s, s->in.keep.rc), slot);
+        return go(s, grant_kept(s, s->sub->in.keep.rc), slot);
     case W_FINISH:
         return finish(s, slot);
     case W_LEAVING:
-        if ((r = rlock__undo_step(&s->in.undo, slot)) != RLOCK__STEP_DONE)
+        if ((r = rlock__undo_step(&s->sub->in.undo, slot)) != RLOCK__STEP_DONE)
             return r;
         s->stage = W_DONE;
+        asleep(s);
         return RLOCK__STEP_DONE;
     }
+    asleep(s);
     return RLOCK__STEP_DONE;
 }
 
@@ -547,7 +583,7 @@ int rlock__acquire(rlock__call *call, rlock_mutex *m, rlock__as owner,
             sleep_until(c, &s.w, s.until, s.messages);
             pthread_mutex_unlock(&c->mu);
         } else {
-            rlock__run_quiet(&s.one, m, owner);
+            rlock__run_quiet(&s.sub->one, m, owner);
         }
     }
     rlock__report_acquire(m, owner, s.rc, t0, s.attempts, s.waited,

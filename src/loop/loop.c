@@ -190,8 +190,8 @@ static int round_settled(rlock__task *t)
     int i, all = 1;
 
     for (i = 0; i < t->n; i++) {
-        rlock__conn *c = t->conns[i];
-        if (rlock__conn_settled(c, t->want[i]))
+        rlock__conn *c = t->io->conns[i];
+        if (rlock__conn_settled(c, t->io->want[i]))
             continue;
         if (rlock__conn_events(c) == 0) {
             rlock__conn_fail(c, RLOCK_EINVAL,
@@ -201,7 +201,7 @@ static int round_settled(rlock__task *t)
         if (rlock__conn_buffered(c)) {
             /* Bytes a TLS layer holds already: no readiness will come. */
             rlock__conn_io(c, 0);
-            if (rlock__conn_settled(c, t->want[i]))
+            if (rlock__conn_settled(c, t->io->want[i]))
                 continue;
         }
         all = 0;
@@ -234,11 +234,19 @@ static void round_over(rlock__loop *l, rlock__task *t)
     int i;
 
     for (i = 0; i < t->n; i++)
-        if (t->conns[i])
-            rlock__loop_unwatch(l, rlock__conn_fd(t->conns[i]));
-    rlock__bexec_after(&t->b);
+        if (t->io->conns[i])
+            rlock__loop_unwatch(l, rlock__conn_fd(t->io->conns[i]));
+    rlock__bexec_after(&t->io->b);
     /* Nothing of the round is the task's any more. */
     t->state = T_STEP;
+    t->n = 0;
+}
+
+/* The request is over (or never went): its room goes. */
+static void io_over(rlock__task *t)
+{
+    free(t->io);
+    t->io = NULL;
     t->n = 0;
 }
 
@@ -247,8 +255,11 @@ static void round_over(rlock__loop *l, rlock__task *t)
 static int next_round(rlock__loop *l, rlock__task *t)
 {
     for (;;) {
-        if (!rlock__bexec_round(&t->b, t->conns, t->want, &t->n, &t->until))
+        if (!rlock__bexec_round(&t->io->b, t->io->conns, t->io->want, &t->n,
+                                &t->until)) {
+            io_over(t);
             return 0;
+        }
         if (t->n == 0) {
             t->state = T_PAUSE;
             return 1;
@@ -281,8 +292,16 @@ static void advance(rlock__loop *l, rlock__task *t)
         }
         if (what == RLOCK__STEP_SEND) {
             t->slot = slot;
-            if (!rlock__slot_start(slot, c, &t->b))
+            if (!t->io && !(t->io = malloc(sizeof *t->io))) {
+                rlock__results_none(&slot->res);
+                slot->rc =
+                    rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
                 continue;
+            }
+            if (!rlock__slot_start(slot, c, &t->io->b)) {
+                io_over(t);
+                continue;
+            }
             if (next_round(l, t))
                 return;
             continue;
@@ -321,17 +340,19 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
     if (t->state == T_ROUND || t->state == T_PAUSE) {
         /* Legs waiting for a pooled connection leave the queue first: the
          * round's end must not hand them one only to fail it. */
-        rlock__bexec_unpool(&t->b);
+        rlock__bexec_unpool(&t->io->b);
         for (i = 0; i < t->n; i++)
-            if (t->conns[i] && !rlock__conn_settled(t->conns[i], t->want[i]))
-                rlock__conn_fail(t->conns[i], RLOCK_ECANCELED,
+            if (t->io->conns[i] &&
+                !rlock__conn_settled(t->io->conns[i], t->io->want[i]))
+                rlock__conn_fail(t->io->conns[i], RLOCK_ECANCELED,
                                  "the call was canceled");
         round_over(l, t);
-        if (!rlock__bexec_abort(&t->b)) {
+        if (!rlock__bexec_abort(&t->io->b)) {
             rlock__results_init(&t->slot->res, 0);
             t->slot->rc = rlock__fail(t->slot->call, RLOCK_ECANCELED,
                                       "the call was canceled");
         }
+        io_over(t);
     } else if (t->state == T_SLEEP) {
         pthread_mutex_lock(&l->c->mu);
         t->wait->w.ring_fd = -1;
@@ -351,7 +372,7 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
         if (what == RLOCK__STEP_DONE)
             break;
         if (what == RLOCK__STEP_SEND) {
-            rlock__results_init(&slot->res, 0);
+            rlock__results_none(&slot->res);
             slot->rc = rlock__fail(slot->call, RLOCK_ECANCELED,
                                    "the call was canceled");
         }
@@ -364,6 +385,8 @@ void rlock__loop_start(rlock__loop *l, rlock__task *t)
 {
     t->state = T_STEP;
     t->heap_i = -1;
+    t->io = NULL;
+    t->n = 0;
     list_add(l, t);
     l->ntasks++;
     advance(l, t);
@@ -420,8 +443,8 @@ static void rewatch(rlock__loop *l)
         if (t->state != T_ROUND)
             continue;
         for (i = 0; i < t->n; i++) {
-            rlock__conn *c = t->conns[i];
-            if (rlock__conn_settled(c, t->want[i]))
+            rlock__conn *c = t->io->conns[i];
+            if (rlock__conn_settled(c, t->io->want[i]))
                 continue;
             if (!grow(&l->want, &l->capwant, nwant + 1) ||
                 !fd_room(l, rlock__conn_fd(c)))
@@ -567,8 +590,8 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
     } else if (!l->side->ready(l, fd, revents) && fd >= 0 && fd < l->capfd &&
                (t = l->by_fd[fd]) != NULL && t->state == T_ROUND) {
         for (i = 0; i < t->n; i++)
-            if (t->conns[i] && rlock__conn_fd(t->conns[i]) == fd)
-                rlock__conn_io(t->conns[i], revents);
+            if (t->io->conns[i] && rlock__conn_fd(t->io->conns[i]) == fd)
+                rlock__conn_io(t->io->conns[i], revents);
     }
     pass(l);
 }

@@ -58,9 +58,13 @@ typedef struct rlock__task {
     int heap_i; /* in the sleepers' heap, or -1 */
     int state;
     rlock__slot *slot;
-    rlock__bexec b;
-    rlock__conn *conns[RLOCK__NODES_MAX];
-    size_t want[RLOCK__NODES_MAX];
+    /* The request in flight and its round's connections: room the task
+     * has only while it sends (NULL while it sleeps or waits). */
+    struct rlock__task_io {
+        rlock__bexec b;
+        rlock__conn *conns[RLOCK__NODES_MAX];
+        size_t want[RLOCK__NODES_MAX];
+    } * io;
     int n;
     int64_t until;
 } rlock__task;

@@ -38,6 +38,20 @@ grep -Eq 'wake-up after release p50 [0-9]+ us .* subscriber connections 4 ' "$ou
 
 grep -Eq '^  requests each master got per pair: [0-9.]+ ' "$out/text" ||
     fail "redlock: $(cat "$out/text")"
+# The event-loop API on one libevent loop (built with libevent: the CI's
+# builds have it), or a line saying it was skipped.
+if grep -q '^async: rlock-bench was built without libevent' "$out/text"; then
+    echo "async scenario skipped: no libevent" >&2
+else
+    grep -Eq '^async holds: [0-9]+ taken in [0-9.]+ s; client heap [0-9]+ bytes per hold$' "$out/text" ||
+        fail "async holds: $(cat "$out/text")"
+    grep -Eq '^async renewals: [0-9]+ in [0-9.]+ s \([0-9.]+ ticks of [0-9]+\), 0 lost; loop CPU [0-9.]+ ms per tick' "$out/text" ||
+        fail "async renewals: $(cat "$out/text")"
+    grep -Eq '^async waiters: [0-9]+ queued in [0-9.]+ s; client heap [0-9]+ bytes per waiter$' "$out/text" ||
+        fail "async waiters: $(cat "$out/text")"
+    [ "$(grep -Ec '^async chains C=(1|16|256) +rlock +[0-9]+ pairs/s, hiredis async floor +[0-9]+ pairs/s: [0-9.]+x$' "$out/text")" = 3 ] ||
+        fail "async chains: $(cat "$out/text")"
+fi
 
 # The report: a table per scenario, from the bench's JSON.
 report=$(dirname "$0")/../../tools/bench-report.sh

@@ -131,6 +131,8 @@ TEST(an_exchange_is_driven_by_readiness_and_never_blocks_the_loop)
     rlock__req_init(&req[1], &ping);
     CHECK_RC(rlock__req_finish(&req[1]), RLOCK_OK);
     memset(d, 0, sizeof d);
+    CHECK_RC(rlock__results_reserve(&res[0], 1), RLOCK_OK);
+    CHECK_RC(rlock__results_reserve(&res[1], 1), RLOCK_OK);
     rlock__xchg_start(&d[0].x, &node, 1, &req[0], 0, rlock__after_ms(5000),
                       &res[0]);
     rlock__xchg_start(&d[1].x, &node, 1, &req[1], 0, rlock__after_ms(5000),
@@ -183,6 +185,7 @@ TEST(an_exchange_with_a_silent_server_ends_at_its_deadline)
     CHECK_RC(rlock__req_finish(&req), RLOCK_OK);
     memset(&d, 0, sizeof d);
     t0 = rlock__now_ns();
+    CHECK_RC(rlock__results_reserve(&res, 1), RLOCK_OK);
     rlock__xchg_start(&d.x, &node, 1, &req, 0, rlock__after_ms(300), &res);
     longest = drive(&d, 1);
     took_ms = (rlock__now_ns() - t0) / RLOCK__NS_PER_MS;
@@ -197,6 +200,7 @@ TEST(an_exchange_with_a_silent_server_ends_at_its_deadline)
     rlock__results_free(&res);
     /* The next exchange does not get the connection that owes. */
     memset(&d, 0, sizeof d);
+    CHECK_RC(rlock__results_reserve(&res, 1), RLOCK_OK);
     rlock__xchg_start(&d.x, &node, 1, &req, 0, rlock__after_ms(100), &res);
     CHECK(d.x.legs[0].conn != NULL && d.x.legs[0].fresh == 1);
     drive(&d, 1);
