@@ -95,7 +95,7 @@ static void hold_locked(rlock_async_mutex *m, int status, uint64_t token,
 
 static int run_holds(bench *b)
 {
-    long n = b->quick ? 2000 : 100000, i;
+    long n = b->holds ? b->holds : b->quick ? 2000 : 100000, i;
     rlock_client_opts co;
     rlock_async_mutex **m = calloc((size_t)n, sizeof *m);
     rlock_async *a;

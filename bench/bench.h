@@ -23,6 +23,7 @@ typedef struct bench {
     int sync_replicas;    /* --sync-replicas: for the uncontended client */
     int count_events;     /* --count-events: the uncontended client has an
                              event callback that counts */
+    long holds;           /* --holds: the async scenario's (0: its own) */
 } bench;
 
 /* ---- time and statistics (stats.c) ---------------------------------- */

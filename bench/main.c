@@ -7,7 +7,8 @@
  *               [--sync-replicas N] [--count-events] (the uncontended
  *               scenario's client: replicas to wait for; an event
  *               callback that counts, for a whole-process comparison)
- *               [--pin] [SCENARIO...]
+ *               [--pin] [--holds N] (the async scenario's holds,
+ *               default 100,000) [SCENARIO...]
  *
  * Without --redis it starts a private redis-server on a unix socket and
  * stops it at the end. --pin (private server only) gives that server the
@@ -15,7 +16,7 @@
  * processes) the others, so that Redis has a core of its own: on a
  * machine with few cores this tells Redis's own limit from the client's
  * CPU competing with it. Scenarios: uncontended, threads, contended, scale,
- * waiters, interop, events, syscalls, redlock (default: all; redlock
+ * waiters, interop, events, syscalls, redlock, async (default: all; redlock
  * starts five redis-servers of its own on loopback TCP). --syscall-run SIDE
  * PAIRS is the syscalls scenario's own child, run under strace.
  * Readable tables go to stdout; with --json, one JSON document goes to
@@ -50,7 +51,7 @@ static int usage(FILE *f, int code)
 
     fprintf(f, "usage: rlock-bench [--redis URL] [--seconds S] [--quick] "
                "[--json] [--plot DIR] [--sync-replicas N] [--count-events] "
-               "[--pin] "
+               "[--pin] [--holds N] "
                "[SCENARIO...]\n"
                "scenarios:");
     for (i = 0; i < NSCEN; i++)
@@ -161,6 +162,15 @@ int main(int argc, char **argv)
                 return 64;
             }
             b.sync_replicas = (int)n;
+        } else if (strcmp(a, "--holds") == 0 && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            b.holds = strtol(argv[++i], &end, 10);
+            if (errno || *end || !argv[i][0] || b.holds < 1 ||
+                b.holds > 10000000) {
+                fprintf(stderr, "rlock-bench: --holds takes 1 to 10000000\n");
+                return 64;
+            }
         } else if (strcmp(a, "--count-events") == 0) {
             b.count_events = 1;
         } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {

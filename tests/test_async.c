@@ -15,128 +15,25 @@
 
 #include <rlock/async.h>
 
+#include "harness/aloop.h"
 #include "harness/fake_server.h"
 #include "harness/proxy.h"
 #include "harness/test.h"
 
-#define FDS_MAX 1024
-
-typedef struct aloop {
-    struct pollfd fds[FDS_MAX];
-    int n;
-    int64_t due_ms; /* the timer's time, rt_now_ms (-1: none) */
-    int64_t longest_ms;
-    int turns, timers, cleanups;
-    rlock_async *a;
-} aloop;
-
-static void al_watch(void *arg, int fd, int events)
+/* Hooks that are never called: an attach that must be refused. */
+static void no_watch(void *arg, int fd, int events)
 {
-    aloop *p = arg;
-    int i;
-
-    for (i = 0; i < p->n; i++)
-        if (p->fds[i].fd == fd)
-            break;
-    if (events == 0) {
-        CHECK(fcntl(fd, F_GETFD) != -1); /* forgotten before it closes */
-        if (i < p->n)
-            p->fds[i] = p->fds[--p->n];
-        return;
-    }
-    if (i == p->n) {
-        CHECK(p->n < FDS_MAX);
-        p->n++;
-    }
-    p->fds[i].fd = fd;
-    p->fds[i].events = (short)(((events & RLOCK_ASYNC_READ) ? POLLIN : 0) |
-                               ((events & RLOCK_ASYNC_WRITE) ? POLLOUT : 0));
+    (void)arg;
+    (void)fd;
+    (void)events;
+    CHECK(0);
 }
 
-static void al_timer(void *arg, int64_t after_ms)
+static void no_timer(void *arg, int64_t after_ms)
 {
-    aloop *p = arg;
-
-    p->due_ms = after_ms < 0 ? -1 : rt_now_ms() + after_ms;
-}
-
-static void al_cleanup(void *arg)
-{
-    aloop *p = arg;
-
-    CHECK_INT(p->n, ==, 0);       /* every descriptor forgotten first */
-    CHECK_INT(p->due_ms, ==, -1); /* and the timer */
-    p->cleanups++;
-}
-
-/* The client a, attached to p on this thread. */
-static void al_attach(aloop *p, rlock_async *a)
-{
-    rlock_async_hooks h;
-
-    memset(p, 0, sizeof *p);
-    memset(&h, 0, sizeof h);
-    p->due_ms = -1;
-    p->a = a;
-    h.cleanup = al_cleanup;
-    h.watch = al_watch;
-    h.timer = al_timer;
-    h.arg = p;
-    CHECK_RC(rlock_async_attach(a, &h), RLOCK_OK);
-}
-
-/* One turn: a poll of at most 50 ms (less if the timer is sooner), then
- * the readiness and the timer reported. */
-static void al_turn(aloop *p)
-{
-    struct pollfd fds[FDS_MAX];
-    int i, n = p->n, ms = 50;
-    int64_t t0;
-
-    if (p->due_ms >= 0) {
-        int64_t left = p->due_ms - rt_now_ms();
-        ms = left < 0 ? 0 : left < 50 ? (int)left : 50;
-    }
-    memcpy(fds, p->fds, sizeof *fds * (size_t)n);
-    for (i = 0; i < n; i++)
-        fds[i].revents = 0;
-    CHECK(poll(fds, (nfds_t)n, ms) >= 0);
-    t0 = rt_now_ms();
-    for (i = 0; i < n; i++) {
-        int ev = 0;
-        CHECK(!(fds[i].revents & POLLNVAL));
-        if (fds[i].revents & (POLLIN | POLLERR | POLLHUP))
-            ev |= RLOCK_ASYNC_READ;
-        if (fds[i].revents & (POLLOUT | POLLERR | POLLHUP))
-            ev |= RLOCK_ASYNC_WRITE;
-        /* (A callback may have closed the client: p->a is NULL then.) */
-        if (ev && p->a)
-            rlock_async_ready(p->a, fds[i].fd, ev);
-    }
-    if (p->a && p->due_ms >= 0 && rt_now_ms() >= p->due_ms) {
-        p->due_ms = -1;
-        p->timers++;
-        rlock_async_timeout(p->a);
-    }
-    p->turns++;
-    if (rt_now_ms() - t0 > p->longest_ms)
-        p->longest_ms = rt_now_ms() - t0;
-}
-
-/* Turns p until *flag is set (or ms pass). */
-static void al_until(aloop *p, const int *flag, int64_t ms)
-{
-    int64_t t0 = rt_now_ms();
-
-    while (!*flag && rt_now_ms() - t0 < ms)
-        al_turn(p);
-}
-
-static void al_for(aloop *p, int64_t ms)
-{
-    static const int never = 0;
-
-    al_until(p, &never, ms);
+    (void)arg;
+    (void)after_ms;
+    CHECK(0);
 }
 
 /* What a callback saw. */
@@ -172,7 +69,7 @@ static void done_cb(rlock_async_mutex *m, int status, void *arg)
 
 /* Locks m (waiting up to wait_ms) and turns until the callback: its
  * status. */
-static int al_lock(aloop *p, rlock_async_mutex *m, int64_t wait_ms,
+static int al_lock(rt_aloop *p, rlock_async_mutex *m, int64_t wait_ms,
                    uint64_t *token)
 {
     seen s;
@@ -180,7 +77,7 @@ static int al_lock(aloop *p, rlock_async_mutex *m, int64_t wait_ms,
     memset(&s, 0, sizeof s);
     CHECK_RC(rlock_async_lock(m, wait_ms, lock_cb, &s), RLOCK_OK);
     CHECK_INT(s.calls, ==, 0); /* never inside the call */
-    al_until(p, &s.calls, 20000);
+    rt_al_until(p, &s.calls, 20000);
     CHECK_INT(s.calls, ==, 1);
     CHECK(s.m == m);
     if (token)
@@ -188,25 +85,25 @@ static int al_lock(aloop *p, rlock_async_mutex *m, int64_t wait_ms,
     return s.status;
 }
 
-static int al_unlock(aloop *p, rlock_async_mutex *m)
+static int al_unlock(rt_aloop *p, rlock_async_mutex *m)
 {
     seen s;
 
     memset(&s, 0, sizeof s);
     CHECK_RC(rlock_async_unlock(m, done_cb, &s), RLOCK_OK);
     CHECK_INT(s.calls, ==, 0);
-    al_until(p, &s.calls, 20000);
+    rt_al_until(p, &s.calls, 20000);
     CHECK_INT(s.calls, ==, 1);
     return s.status;
 }
 
-static int al_extend(aloop *p, rlock_async_mutex *m, int64_t lease_ms)
+static int al_extend(rt_aloop *p, rlock_async_mutex *m, int64_t lease_ms)
 {
     seen s;
 
     memset(&s, 0, sizeof s);
     CHECK_RC(rlock_async_extend(m, lease_ms, done_cb, &s), RLOCK_OK);
-    al_until(p, &s.calls, 20000);
+    rt_al_until(p, &s.calls, 20000);
     CHECK_INT(s.calls, ==, 1);
     return s.status;
 }
@@ -224,11 +121,11 @@ TEST(async_lock_unlock_and_extend_through_the_hooks)
     rlock_async_mutex *m1, *m2;
     rlock_mutex_opts mo;
     uint64_t t1 = 0, t2 = 0, t3 = 0;
-    aloop p;
+    rt_aloop p;
     int err;
 
     CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = 5000;
     CHECK((m1 = rlock_async_mutex_new(a, "as-basic", &mo, &err)) != NULL);
@@ -276,7 +173,7 @@ TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
     rlock_mutex *holder;
     rlock_async_mutex *w[4];
     seen got[4], freed[4];
-    aloop p;
+    rt_aloop p;
     int i, err, threads;
     int64_t t0;
 
@@ -285,7 +182,7 @@ TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
     CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
     CHECK((c = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
     CHECK((holder = rlock_mutex_new(c, "as-fifo", NULL, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     CHECK_RC(rlock_mutex_lock(holder), RLOCK_OK);
     threads = rt_thread_count(); /* the blocking client's are started */
     memset(got, 0, sizeof got);
@@ -294,13 +191,13 @@ TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
         CHECK((w[i] = rlock_async_mutex_new(a, "as-fifo", NULL, &err)) != NULL);
         CHECK_RC(rlock_async_lock(w[i], i % 2 ? 30000 : -1, lock_cb, &got[i]),
                  RLOCK_OK);
-        al_for(&p, 100); /* queued in this order */
+        rt_al_for(&p, 100); /* queued in this order */
     }
     CHECK_RC(rlock_mutex_unlock(holder), RLOCK_OK);
     for (i = 0; i < 4; i++) {
         int j;
         t0 = rt_now_ms();
-        al_until(&p, &got[i].calls, 20000);
+        rt_al_until(&p, &got[i].calls, 20000);
         printf("waiter %d: %d after %lld ms\n", i, got[i].status,
                (long long)(rt_now_ms() - t0));
         CHECK_RC(got[i].status, RLOCK_OK);
@@ -310,7 +207,7 @@ TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
             CHECK_INT(got[j].calls, ==, 0);
         if (i == 0) {
             /* Held for three leases: renewed on the loop. */
-            al_for(&p, 1200);
+            rt_al_for(&p, 1200);
             CHECK_INT(rt_cmd_int(s, "PTTL {rlock:as-fifo}"), >, 0);
             CHECK_INT(rt_thread_count(), ==, threads);
         }
@@ -318,7 +215,7 @@ TEST(async_waits_are_fifo_woken_by_pubsub_and_renewed)
     }
     for (i = 0; i + 1 < 4; i++)
         CHECK_INT(got[i].order, <, got[i + 1].order);
-    al_until(&p, &freed[3].calls, 5000);
+    rt_al_until(&p, &freed[3].calls, 5000);
     for (i = 0; i < 4; i++)
         CHECK_RC(freed[i].status, RLOCK_OK);
     CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-fifo}"), ==, 0);
@@ -354,13 +251,13 @@ TEST(async_on_lost_comes_on_the_loop)
     rlock_async *a;
     rlock_async_mutex *m;
     seen lost;
-    aloop p;
+    rt_aloop p;
     int err;
 
     rlock_client_opts_init(&co);
     co.watchdog_lease_ms = 300;
     CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     memset(&lost, 0, sizeof lost);
     rlock_mutex_opts_init(&mo);
     mo.on_lost = lost_cb;
@@ -369,8 +266,8 @@ TEST(async_on_lost_comes_on_the_loop)
     CHECK((m = rlock_async_mutex_new(a, "as-lost", &mo, &err)) != NULL);
     CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
     CHECK_INT(rt_cmd_int(s, "DEL {rlock:as-lost}"), ==, 1);
-    al_until(&p, &lost.calls, 3000);
-    al_for(&p, 300);
+    rt_al_until(&p, &lost.calls, 3000);
+    rt_al_for(&p, 300);
     CHECK_INT(lost.calls, ==, 1);
     CHECK(lost.m == m);
     CHECK(lost.status); /* on the loop's thread */
@@ -381,7 +278,7 @@ TEST(async_on_lost_comes_on_the_loop)
 
 typedef struct chain {
     rlock_async *a;
-    aloop *p;
+    rt_aloop *p;
     rlock_async_mutex *m, *other;
     int step, status, closed;
     seen next;
@@ -440,25 +337,25 @@ TEST(async_callbacks_may_free_start_or_close)
     rlock_async_mutex *m, *other, *waiting;
     chain ch;
     seen w;
-    aloop p;
+    rt_aloop p;
     int err;
 
     CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     memset(&ch, 0, sizeof ch);
     ch.a = a;
     ch.p = &p;
 
     CHECK((m = rlock_async_mutex_new(a, "as-cb-1", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(m, 0, cb_frees, &ch), RLOCK_OK);
-    al_until(&p, &ch.step, 5000);
+    rt_al_until(&p, &ch.step, 5000);
     CHECK_RC(ch.status, RLOCK_OK);
 
     ch.step = 0;
     CHECK((m = rlock_async_mutex_new(a, "as-cb-2", NULL, &err)) != NULL);
     CHECK((ch.other = rlock_async_mutex_new(a, "as-cb-3", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(m, 0, cb_starts, &ch), RLOCK_OK);
-    al_until(&p, &ch.next.calls, 5000);
+    rt_al_until(&p, &ch.next.calls, 5000);
     CHECK_RC(ch.status, RLOCK_OK);
     CHECK_RC(ch.next.status, RLOCK_OK);
 
@@ -467,11 +364,11 @@ TEST(async_callbacks_may_free_start_or_close)
     memset(&w, 0, sizeof w);
     CHECK((waiting = rlock_async_mutex_new(a, "as-cb-2", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(waiting, -1, lock_cb, &w), RLOCK_OK);
-    al_for(&p, 200);
+    rt_al_for(&p, 200);
     ch.step = 0;
     CHECK((other = rlock_async_mutex_new(a, "as-cb-4", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(other, 0, cb_closes, &ch), RLOCK_OK);
-    al_until(&p, &ch.closed, 5000);
+    rt_al_until(&p, &ch.closed, 5000);
     CHECK(ch.closed);
     CHECK_INT(w.calls, ==, 1);
     CHECK_RC(w.status, RLOCK_ECANCELED);
@@ -492,11 +389,11 @@ TEST(async_cancel_and_close_end_pending_calls)
     rlock_async *a;
     rlock_async_mutex *h, *w1, *w2, *w3;
     seen s1, s2, s3;
-    aloop p;
+    rt_aloop p;
     int err;
 
     CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     CHECK((h = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
     CHECK((w1 = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
     CHECK((w2 = rlock_async_mutex_new(a, "as-cancel", NULL, &err)) != NULL);
@@ -507,20 +404,20 @@ TEST(async_cancel_and_close_end_pending_calls)
     memset(&s3, 0, sizeof s3);
     CHECK_RC(rlock_async_cancel(w1), RLOCK_ENOTOWNER);
     CHECK_RC(rlock_async_lock(w1, -1, lock_cb, &s1), RLOCK_OK);
-    al_for(&p, 150);
+    rt_al_for(&p, 150);
     CHECK_RC(rlock_async_lock(w2, 30000, lock_cb, &s2), RLOCK_OK);
-    al_for(&p, 150);
+    rt_al_for(&p, 150);
     CHECK_RC(rlock_async_cancel(w1), RLOCK_OK);
     CHECK_INT(s1.calls, ==, 1);
     CHECK_RC(s1.status, RLOCK_ECANCELED);
     CHECK_RC(al_unlock(&p, h), RLOCK_OK);
-    al_until(&p, &s2.calls, 10000);
+    rt_al_until(&p, &s2.calls, 10000);
     CHECK_RC(s2.status, RLOCK_OK);
-    al_for(&p, 200);
+    rt_al_for(&p, 200);
     CHECK_INT(s1.calls, ==, 1);
     /* w3 waits behind w2; closing ends its wait. */
     CHECK_RC(rlock_async_lock(w3, -1, lock_cb, &s3), RLOCK_OK);
-    al_for(&p, 150);
+    rt_al_for(&p, 150);
     rlock_async_close(a);
     CHECK_INT(s3.calls, ==, 1);
     CHECK_RC(s3.status, RLOCK_ECANCELED);
@@ -576,7 +473,7 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     pthread_t th;
     char *big;
     seen s1;
-    aloop p;
+    rt_aloop p;
     int err;
 
     CHECK(rlock_async_open("nonsense://x", NULL, &err) == NULL);
@@ -601,9 +498,9 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     memset(&h, 0, sizeof h);
     CHECK_RC(rlock_async_attach(a, &h), RLOCK_EINVAL);
     CHECK_RC(rlock_async_attach(NULL, &h), RLOCK_EINVAL);
-    al_attach(&p, a);
-    h.watch = al_watch;
-    h.timer = al_timer;
+    rt_al_attach(&p, a);
+    h.watch = no_watch;
+    h.timer = no_timer;
     CHECK_RC(rlock_async_attach(a, &h), RLOCK_EINVAL); /* twice */
 
     CHECK_RC(rlock_async_lock(NULL, 0, lock_cb, &s1), RLOCK_EINVAL);
@@ -623,7 +520,7 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK_RC(err, RLOCK_EINVAL);
     free(big);
 
-    al_for(&p, 100);
+    rt_al_for(&p, 100);
     CHECK_INT(rt_commands_from_clients(s), ==, 0); /* nothing was sent */
 
     /* A second call while one is pending. */
@@ -632,7 +529,7 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK_RC(rlock_async_lock(m, 0, lock_cb, &s1), RLOCK_EINVAL);
     CHECK(strstr(rlock_async_errmsg(m), "pending") != NULL);
     CHECK_RC(rlock_async_unlock(m, done_cb, &s1), RLOCK_EINVAL);
-    al_until(&p, &s1.calls, 5000);
+    rt_al_until(&p, &s1.calls, 5000);
     CHECK_INT(s1.calls, ==, 1);
     CHECK_RC(s1.status, RLOCK_OK);
     CHECK_RC(al_unlock(&p, m), RLOCK_OK);
@@ -682,7 +579,7 @@ TEST(async_calls_end_at_their_deadline_and_never_block_the_loop)
     rlock_async *a;
     rlock_async_mutex *m;
     char url[64];
-    aloop p;
+    rt_aloop p;
     int err;
     int64_t t0;
 
@@ -693,14 +590,14 @@ TEST(async_calls_end_at_their_deadline_and_never_block_the_loop)
     t0 = rt_now_ms();
     CHECK((a = rlock_async_open(url, &co, &err)) != NULL);
     CHECK_INT(rt_now_ms() - t0, <, 100);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     CHECK((m = rlock_async_mutex_new(a, "as-dead", NULL, &err)) != NULL);
     CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_ECONNECT);
     printf("nobody there: %s\n", rlock_async_errmsg(m));
     rlock_async_close(a);
 
     CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     CHECK((m = rlock_async_mutex_new(a, "as-silent", NULL, &err)) != NULL);
     rt_proxy_blackhole(px, RT_PROXY_TO_CLIENT);
     t0 = rt_now_ms();
@@ -847,7 +744,7 @@ TEST(async_ten_thousand_waiters_on_one_loop)
     scale_waiter *w;
     seen got[S_NAMES];
     pid_t kids[2];
-    aloop p;
+    rt_aloop p;
     char name[32];
     int i, k, err, total = S_NAMES * S_WAVES;
     int64_t t0;
@@ -871,7 +768,7 @@ TEST(async_ten_thousand_waiters_on_one_loop)
      * this test is of. */
     co.command_timeout_ms = 60000;
     CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     memset(got, 0, sizeof got);
     for (i = 0; i < S_NAMES; i++) {
         snprintf(name, sizeof name, "scale-%d", i);
@@ -879,7 +776,7 @@ TEST(async_ten_thousand_waiters_on_one_loop)
         CHECK_RC(rlock_async_lock(first[i], 0, lock_cb, &got[i]), RLOCK_OK);
     }
     for (i = 0; i < S_NAMES; i++) {
-        al_until(&p, &got[i].calls, 20000);
+        rt_al_until(&p, &got[i].calls, 20000);
         CHECK_RC(got[i].status, RLOCK_OK);
     }
     CHECK((w = calloc((size_t)total, sizeof *w)) != NULL);
@@ -896,21 +793,21 @@ TEST(async_ten_thousand_waiters_on_one_loop)
         /* The wave is in the queues before the next is sent. */
         while (queued_total(s) < (long long)(k + 1) * S_NAMES &&
                rt_now_ms() - t0 < 240000)
-            al_turn(&p);
+            rt_al_turn(&p);
         CHECK_INT(queued_total(s), ==, (long long)(k + 1) * S_NAMES);
     }
     printf("10,000 waiters queued in %lld ms; longest turn %lld ms\n",
            (long long)(rt_now_ms() - t0), (long long)p.longest_ms);
     /* The other processes join, then the holders let go. */
     __atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
-    al_for(&p, 200);
+    rt_al_for(&p, 200);
     t0 = rt_now_ms();
     for (i = 0; i < S_NAMES; i++) {
         memset(&got[i], 0, sizeof got[i]);
         CHECK_RC(rlock_async_unlock(first[i], done_cb, &got[i]), RLOCK_OK);
     }
     while (scale_done < total && scale_failed == 0 && rt_now_ms() - t0 < 240000)
-        al_turn(&p);
+        rt_al_turn(&p);
     printf("10,000 acquisitions and releases in %lld ms (%d of the other "
            "processes' meanwhile); %d turns, longest %lld ms\n",
            (long long)(rt_now_ms() - t0), sh->child_acquired, p.turns,
@@ -956,7 +853,7 @@ TEST(async_hostile_servers_end_calls_by_their_deadline)
         rlock_client_opts co;
         rlock_async *a;
         rlock_async_mutex *m;
-        aloop p;
+        rt_aloop p;
         int err, rc;
         int64_t t0;
 
@@ -965,7 +862,7 @@ TEST(async_hostile_servers_end_calls_by_their_deadline)
         co.command_timeout_ms = 500;
         co.use_pubsub = 0;
         CHECK((a = rlock_async_open(rt_fake_url(f), &co, &err)) != NULL);
-        al_attach(&p, a);
+        rt_al_attach(&p, a);
         CHECK((m = rlock_async_mutex_new(a, "as-hostile", NULL, &err)) != NULL);
         t0 = rt_now_ms();
         rc = al_lock(&p, m, 0, NULL);
@@ -1018,11 +915,11 @@ TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
     rlock_async *a;
     rlock_async_mutex *h, *m;
     ender e;
-    aloop p;
+    rt_aloop p;
     int err;
 
     CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
-    al_attach(&p, a);
+    rt_al_attach(&p, a);
     CHECK((h = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
     CHECK_RC(al_lock(&p, h, 0, NULL), RLOCK_OK);
 
@@ -1030,7 +927,7 @@ TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
     memset(&e, 0, sizeof e);
     CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
-    al_for(&p, 100);
+    rt_al_for(&p, 100);
     rlock_async_mutex_free(m);
     CHECK_INT(e.calls, ==, 1);
     CHECK_RC(e.status, RLOCK_ECANCELED);
@@ -1040,7 +937,7 @@ TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
     memset(&e, 0, sizeof e);
     CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
-    al_for(&p, 100);
+    rt_al_for(&p, 100);
     CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
     /* Its callback started a try and freed the mutex, which ended that
      * try: a second callback, inside, whose own try was refused. */
@@ -1054,7 +951,7 @@ TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
     e.closes = 1;
     CHECK((m = rlock_async_mutex_new(a, "as-end", NULL, &err)) != NULL);
     CHECK_RC(rlock_async_lock(m, -1, ended_cb, &e), RLOCK_OK);
-    al_for(&p, 100);
+    rt_al_for(&p, 100);
     rlock_async_mutex_free(m);
     CHECK_INT(e.calls, ==, 1);
     CHECK_INT(p.n, ==, 0); /* closed: every descriptor forgotten */

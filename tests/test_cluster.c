@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/aloop.h"
 #include "harness/test.h"
 
 #define NODES 3
@@ -841,5 +842,25 @@ TEST(cluster_a_native_release_follows_moved)
               ==, 0);
     rlock_mutex_free(m);
     rlock_client_close(c);
+    stop_cluster();
+}
+
+static void cluster_take_away(const char *name, void *arg)
+{
+    char key[128];
+    int k;
+
+    (void)arg;
+    snprintf(key, sizeof key, "{rlock:%s}", name);
+    CHECK((k = owner_of(key)) >= 0);
+    CHECK_INT(rt_cmd_int(nodes[k], "DEL %s", key), ==, 1);
+}
+
+/* The event-loop API on a cluster: each request to the master of its
+ * slot, the wait woken on the releasing node, all on one loop. */
+TEST(async_on_cluster)
+{
+    rt_async_deployment("cluster", start_cluster(), NULL, 1000,
+                        cluster_take_away, NULL);
     stop_cluster();
 }

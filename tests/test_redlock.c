@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/aloop.h"
 #include "harness/test.h"
 
 #define NODES 5
@@ -621,4 +622,24 @@ TEST(redlock_clients_of_different_node_lists_never_both_hold)
         RT_WAIT_UNTIL(rt_cmd_int(s[i], "EXISTS {rlock:lists}") == 0, 2000);
     CHECK_RC(rlock_mutex_unlock(mb), RLOCK_OK);
     finish(ma, mb, ca, cb, s, 5);
+}
+
+static void redlock_take_away(const char *name, void *arg)
+{
+    int i;
+
+    (void)arg;
+    for (i = 0; i < NODES; i++)
+        CHECK_INT(rt_cmd_int(nodes[i], "DEL {rlock:%s}", name), ==, 1);
+}
+
+/* The event-loop API on Redlock: every node in one turn of the loop, a
+ * quorum for each hold, renewals and tokens agreed over the nodes. A
+ * release does not wake Redlock's waiters (they poll, with backoff): the
+ * hand-over may take longer. */
+TEST(async_on_redlock)
+{
+    rt_async_deployment("redlock", start_nodes(NULL), NULL, 5000,
+                        redlock_take_away, NULL);
+    stop_nodes();
 }

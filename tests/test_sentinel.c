@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/aloop.h"
 #include "harness/test.h"
 
 static rt_server *servers[3]; /* the master first, then two replicas */
@@ -674,4 +675,22 @@ TEST(sentinel_bad_urls_are_refused)
     };
 
     rt_check_urls_refused(bad, sizeof bad / sizeof bad[0]);
+}
+
+static void sentinel_take_away(const char *name, void *arg)
+{
+    rt_server *m = server_on(master_port(sentinels[0]));
+
+    (void)arg;
+    CHECK_INT(rt_cmd_int(m, "DEL {rlock:%s}", name), ==, 1);
+}
+
+/* The event-loop API over Sentinel: the master found through the
+ * sentinels, waits woken by the master's messages, renewals, tokens and
+ * on_lost, all on one loop (harness/aloop.h). */
+TEST(async_on_sentinel)
+{
+    rt_async_deployment("sentinel", start_deployment(), NULL, 1000,
+                        sentinel_take_away, NULL);
+    stop_deployment();
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/aloop.h"
 #include "harness/test.h"
 
 typedef struct tls_env {
@@ -463,5 +464,18 @@ TEST(sentinel_over_tls)
     }
     rt_server_stop(sent);
     rt_server_stop(m);
+    tls_env_stop(&e);
+}
+
+/* The event-loop API over TLS: handshakes made in steps on the loop (a
+ * new connection's handshake never blocks it), waits woken over TLS. */
+TEST(async_over_tls)
+{
+    tls_env e;
+    char q[1200];
+
+    tls_env_start(&e, 0);
+    snprintf(q, sizeof q, "cacert=%s", e.ca);
+    rt_async_deployment("tls", url(&e, "127.0.0.1", q), NULL, 1000, NULL, NULL);
     tls_env_stop(&e);
 }

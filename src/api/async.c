@@ -85,7 +85,7 @@ struct rlock_async_mutex {
     int freed; /* freed by the application at depth > 0: gone later */
     void (*on_lost)(rlock_mutex *m, void *arg);
     void *on_lost_arg;
-    char errmsg[RLOCK__ERR_MAX];
+    char *errmsg; /* RLOCK__ERR_MAX bytes from the first error (NULL) */
 };
 
 struct rlock_async {
@@ -111,6 +111,13 @@ static int on_thread(const rlock_async *a)
     return !a->attached || pthread_equal(pthread_self(), a->thread);
 }
 
+/* The detail of am's last failed call (out of memory: it stays). */
+static void set_errmsg(rlock_async_mutex *am, const char *msg)
+{
+    if (am->errmsg || (am->errmsg = malloc(RLOCK__ERR_MAX)) != NULL)
+        snprintf(am->errmsg, RLOCK__ERR_MAX, "%s", msg);
+}
+
 /* A call refused: its detail goes to am (if any) and to the calling
  * thread's record for calls of no mutex (rlock_async_errmsg(NULL)). */
 static int fail_call(rlock_async_mutex *am, int rc, const char *msg)
@@ -119,7 +126,7 @@ static int fail_call(rlock_async_mutex *am, int rc, const char *msg)
 
     rlock__call_init(&call, 0);
     if (am)
-        snprintf(am->errmsg, sizeof am->errmsg, "%s", msg);
+        set_errmsg(am, msg);
     return rlock__api_done(&call, NULL, NULL,
                            rlock__fail(&call, rc, "%s", msg));
 }
@@ -228,8 +235,8 @@ static void end_call(acall *ac, int rc)
     ac->rc = rc;
     rlock__api_done(&ac->call, a->c, am->o, rc);
     if (rc != RLOCK_OK)
-        snprintf(am->errmsg, sizeof am->errmsg, "%s",
-                 ac->call.err.msg[0] ? ac->call.err.msg : rlock_strerror(rc));
+        set_errmsg(am,
+                   ac->call.err.msg[0] ? ac->call.err.msg : rlock_strerror(rc));
     ac->ended = 1;
     ac->next_ended = NULL;
     *a->ended_tail = ac;
@@ -495,6 +502,7 @@ static void really_free(rlock_async_mutex *am)
         am->next->prev = am->prev;
     rlock_mutex_free(am->m);
     rlock_owner_free(am->o);
+    free(am->errmsg);
     free(am);
 }
 
@@ -630,7 +638,7 @@ const char *rlock_async_errmsg(rlock_async_mutex *am)
 {
     if (!am)
         return rlock_client_errmsg(NULL);
-    return am->errmsg;
+    return am->errmsg ? am->errmsg : "";
 }
 
 /* Checks a call's arguments and makes its struct. NULL with *rc. */

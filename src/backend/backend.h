@@ -221,6 +221,11 @@ int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
                        int *n, int64_t *until_ns);
 /* The round was driven (or the pause is over). */
 void rlock__bexec_after(rlock__bexec *b);
+/* After rlock__bexec_start: fn(arg) is called when one of b's legs that
+ * waits for a pooled connection is served (under the node's mutex, maybe
+ * from within another request's round: it only notes that b's round
+ * should end now). */
+void rlock__bexec_on_served(rlock__bexec *b, void (*fn)(void *arg), void *arg);
 
 /* Ends b at once, on a driver's cancel, after its round's connections
  * were failed (they are closed, not pooled: what they carried may still

@@ -31,6 +31,14 @@ void rlock__bexec_start(rlock__bexec *b, rlock_client *c, const rlock__req *req,
     b->res = res;
     b->call = call;
     b->stage = BX_ROUTE;
+    b->x.served = NULL;
+    b->x.served_arg = NULL;
+}
+
+void rlock__bexec_on_served(rlock__bexec *b, void (*fn)(void *arg), void *arg)
+{
+    b->x.served = fn;
+    b->x.served_arg = arg;
 }
 
 int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,

@@ -393,6 +393,8 @@ static int64_t owing_limit_ns(const rlock__node *n)
     return (ms < OWING_MIN_MS ? OWING_MIN_MS : ms) * RLOCK__NS_PER_MS;
 }
 
+static void pq_serve(rlock__node *n);
+
 static void give_back(rlock__node *n, rlock__conn *c, int broken)
 {
     if (broken || rlock__conn_error(c)->code != 0 ||
@@ -404,6 +406,8 @@ static void give_back(rlock__node *n, rlock__conn *c, int broken)
         n->idle[n->nidle++].since = rlock__now_ns();
     }
     pthread_cond_signal(&n->cv);
+    /* A loop's leg that waits gets it now, and its driver is told. */
+    pq_serve(n);
 }
 
 /* Reads what the owing connections have received; those that got all
@@ -496,6 +500,8 @@ static void pq_serve(rlock__node *n)
             n->pq_tail = NULL;
         l->pq_next = NULL;
         l->queued = 0;
+        if (l->served)
+            l->served(l->served_arg);
     }
 }
 
@@ -1243,6 +1249,8 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
     for (i = 0; i < n; i++) {
         leg *l = &x->legs[i];
         l->node = nodes[i];
+        l->served = x->served;
+        l->served_arg = x->served_arg;
         l->ask_flag = flags & RLOCK__X_ASKING;
         if (req && (flags & RLOCK__X_BEHIND) &&
             queue_behind(nodes[i], req, &res->r[i]))

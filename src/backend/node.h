@@ -162,6 +162,10 @@ typedef struct rlock__xleg {
      * queue (first come, first served): handed one, or room to open one,
      * when its turn came. */
     int pooled, queued, room;
+    /* Called when the leg is served (mu of its node held: it may only
+     * note that the leg's driver should ask again now). */
+    void (*served)(void *arg);
+    void *served_arg;
     rlock__conn *handed;
     unsigned handed_gen; /* the node's generation when it was handed */
     struct rlock__xleg *pq_next;
@@ -176,6 +180,11 @@ typedef struct rlock__xchg {
     int64_t connect_by; /* new connections' handshakes by then */
     int64_t deadline_ns;
     rlock__results *res;
+    /* The driver's, kept by rlock__xchg_start: told when a leg that
+     * waits for a pooled connection (RLOCK__X_NOWAIT) is served, so that
+     * it asks again at once rather than at its next look (NULL: none). */
+    void (*served)(void *arg);
+    void *served_arg;
     rlock__xleg legs[RLOCK__NODES_MAX];
 } rlock__xchg;
 

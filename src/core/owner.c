@@ -82,7 +82,10 @@ const char *rlock_owner_errmsg(rlock_owner *o)
     if (!o)
         return "";
     pthread_mutex_lock(&o->mu);
-    memcpy(copy, o->errmsg, sizeof copy);
+    if (o->errmsg)
+        memcpy(copy, o->errmsg, sizeof copy);
+    else
+        copy[0] = '\0';
     pthread_mutex_unlock(&o->mu);
     return copy;
 }
@@ -97,6 +100,7 @@ void rlock__owner_unref(rlock_owner *obj)
 {
     if (obj && atomic_fetch_sub(&obj->refs, 1) == 1) {
         pthread_mutex_destroy(&obj->mu);
+        free(obj->errmsg);
         free(obj);
     }
 }
@@ -109,7 +113,9 @@ int rlock__owner_gone(const rlock_owner *obj)
 void rlock__owner_set_errmsg(rlock_owner *obj, const char *msg)
 {
     pthread_mutex_lock(&obj->mu);
-    snprintf(obj->errmsg, sizeof obj->errmsg, "%s", msg);
+    /* (Out of memory: the owner's record stays as it was.) */
+    if (obj->errmsg || (obj->errmsg = malloc(RLOCK__ERR_MAX)) != NULL)
+        snprintf(obj->errmsg, RLOCK__ERR_MAX, "%s", msg);
     pthread_mutex_unlock(&obj->mu);
 }
 

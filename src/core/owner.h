@@ -52,7 +52,9 @@ struct rlock_owner {
     atomic_int refs;    /* the application's, and one per hold */
     atomic_int freed;   /* rlock_owner_free was called */
     pthread_mutex_t mu; /* guards errmsg */
-    char errmsg[RLOCK__ERR_MAX];
+    /* RLOCK__ERR_MAX bytes, allocated at the first error (NULL before):
+     * an owner that never fails costs little (one per async handle). */
+    char *errmsg;
 };
 
 /* The owner a call acts as. */

@@ -38,8 +38,12 @@ static void due_by(rlock__loop *l, int64_t due_ns)
 
 static int ensure(rlock_client *c, rlock__call *call)
 {
+    /* The loop runs the steps whenever they are due: nothing to start.
+     * (Not a step now: a hold just recorded has said when it is due, and
+     * a step walks every hold, which at 100,000 holds must not follow
+     * every acquisition.) */
+    (void)c;
     (void)call;
-    due_by(loop_of(c), rlock__now_ns());
     return RLOCK_OK;
 }
 

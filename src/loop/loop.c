@@ -54,7 +54,7 @@ void rlock__loop_unmake(rlock__loop *l)
     close(l->ring[1]);
     free(l->set);
     free(l->want);
-    free(l->by_fd);
+    free(l->fds);
     free(l->heap);
     free(l->woken);
     free(l);
@@ -213,8 +213,12 @@ void rlock__loop_unwatch(rlock__loop *l, int fd)
 {
     int k;
 
-    if (fd >= 0 && fd < l->capfd)
-        l->by_fd[fd] = NULL;
+    if (fd >= 0 && fd < l->capfd) {
+        l->fds[fd].task = NULL;
+        if (l->fds[fd].now == 0)
+            return; /* not watched */
+        l->fds[fd].now = 0;
+    }
     for (k = 0; k < l->nset; k++)
         if (l->set[k].fd == fd) {
             l->hooks.watch(l->hooks.arg, fd, 0);
@@ -240,6 +244,18 @@ static void round_over(rlock__loop *l, rlock__task *t)
     /* Nothing of the round is the task's any more. */
     t->state = T_STEP;
     t->n = 0;
+}
+
+/* A leg of t's that waited for a pooled connection was served (under
+ * the node's mutex, within some task's round): its pause ends now. The
+ * pass that is running, or the next, which the timer then asks for at
+ * once, takes it on. */
+static void served(void *arg)
+{
+    rlock__task *t = arg;
+
+    if (t->state == T_PAUSE)
+        t->until = 1;
 }
 
 /* The request is over (or never went): its room goes. */
@@ -302,6 +318,7 @@ static void advance(rlock__loop *l, rlock__task *t)
                 io_over(t);
                 continue;
             }
+            rlock__bexec_on_served(&t->io->b, served, t);
             if (next_round(l, t))
                 return;
             continue;
@@ -412,22 +429,70 @@ static short events_in(const watched *v, int n, int fd)
     return 0;
 }
 
-/* by_fd has room for fd. */
+/* fds has room for fd. */
 static int fd_room(rlock__loop *l, int fd)
 {
-    rlock__task **bigger;
+    struct rlock__fdslot *bigger;
     int n = l->capfd ? l->capfd : 64;
 
+    if (fd < 0)
+        return 0;
     if (fd < l->capfd)
         return 1;
     while (n <= fd)
         n *= 2;
-    if (!(bigger = realloc(l->by_fd, sizeof *bigger * (size_t)n)))
+    if (!(bigger = realloc(l->fds, sizeof *bigger * (size_t)n)))
         return 0;
     memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
-    l->by_fd = bigger;
+    l->fds = bigger;
     l->capfd = n;
     return 1;
+}
+
+/* Tells the loop what changed between the watched set (set) and the
+ * wanted one (want[0..nwant)): by the descriptors' slots, in the time it
+ * takes to list both; by comparing the lists if a slot could not be had
+ * (out of memory). */
+static void tell_watches(rlock__loop *l, int nwant)
+{
+    int k, bare = 0;
+
+    for (k = 0; k < nwant && !bare; k++)
+        bare = !fd_room(l, l->want[k].fd);
+    for (k = 0; k < l->nset && !bare; k++)
+        bare = !fd_room(l, l->set[k].fd);
+    if (bare) {
+        for (k = 0; k < l->nset; k++)
+            if (events_in(l->want, nwant, l->set[k].fd) == 0)
+                l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
+        for (k = 0; k < nwant; k++)
+            if (events_in(l->set, l->nset, l->want[k].fd) != l->want[k].events)
+                l->hooks.watch(l->hooks.arg, l->want[k].fd, l->want[k].events);
+        for (k = 0; k < l->nset; k++)
+            if (l->set[k].fd >= 0 && l->set[k].fd < l->capfd)
+                l->fds[l->set[k].fd].now = 0;
+        for (k = 0; k < nwant; k++)
+            if (l->want[k].fd >= 0 && l->want[k].fd < l->capfd)
+                l->fds[l->want[k].fd].now = l->want[k].events;
+        return;
+    }
+    for (k = 0; k < nwant; k++)
+        l->fds[l->want[k].fd].next = l->want[k].events;
+    for (k = 0; k < l->nset; k++) {
+        struct rlock__fdslot *f = &l->fds[l->set[k].fd];
+        if (f->next == 0 && f->now != 0) {
+            l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
+            f->now = 0;
+        }
+    }
+    for (k = 0; k < nwant; k++) {
+        struct rlock__fdslot *f = &l->fds[l->want[k].fd];
+        if (f->now != f->next) {
+            l->hooks.watch(l->hooks.arg, l->want[k].fd, f->next);
+            f->now = f->next;
+        }
+        f->next = 0;
+    }
 }
 
 /* Tells the loop what changed in the watch set and the timer. */
@@ -435,7 +500,7 @@ static void rewatch(rlock__loop *l)
 {
     rlock__task *t;
     int64_t due = 0;
-    int i, k, nwant = 0;
+    int i, nwant = 0;
 
     for (t = l->tasks; t; t = t->next) {
         if (t->state != T_STEP && (due == 0 || t->until < due))
@@ -450,7 +515,7 @@ static void rewatch(rlock__loop *l)
                 !fd_room(l, rlock__conn_fd(c)))
                 break; /* out of memory: the timer still ends the round
                           (and round_over unwatches what it watched) */
-            l->by_fd[rlock__conn_fd(c)] = t;
+            l->fds[rlock__conn_fd(c)].task = t;
             l->want[nwant].fd = rlock__conn_fd(c);
             l->want[nwant++].events = rlock__conn_events(c);
         }
@@ -459,12 +524,7 @@ static void rewatch(rlock__loop *l)
         due = l->heap[0]->until;
     if (grow(&l->want, &l->capwant, nwant + 2))
         nwant += l->side->watch(l, l->want + nwant, &due);
-    for (k = 0; k < l->nset; k++)
-        if (events_in(l->want, nwant, l->set[k].fd) == 0)
-            l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
-    for (k = 0; k < nwant; k++)
-        if (events_in(l->set, l->nset, l->want[k].fd) != l->want[k].events)
-            l->hooks.watch(l->hooks.arg, l->want[k].fd, l->want[k].events);
+    tell_watches(l, nwant);
     {
         /* The wanted set is the watched one now: swapped, not copied, so
          * that no allocation can fail after the loop was told. */
@@ -588,7 +648,7 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
             ;
         l->rung = 1;
     } else if (!l->side->ready(l, fd, revents) && fd >= 0 && fd < l->capfd &&
-               (t = l->by_fd[fd]) != NULL && t->state == T_ROUND) {
+               (t = l->fds[fd].task) != NULL && t->state == T_ROUND) {
         for (i = 0; i < t->n; i++)
             if (t->io->conns[i] && rlock__conn_fd(t->io->conns[i]) == fd)
                 rlock__conn_io(t->io->conns[i], revents);

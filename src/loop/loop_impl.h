@@ -76,9 +76,14 @@ struct rlock__loop {
     watched *want; /* what it should (a pass's scratch) */
     int capwant;
     int64_t timer_due; /* the timer asked for (0: none) */
-    /* The task whose round watches a descriptor, by its number (what
-     * readiness is for, without a look at every task). */
-    rlock__task **by_fd;
+    /* By a descriptor's number: the task whose round watches it (what
+     * readiness is for, without a look at every task), the events the
+     * loop watches it for now, and a pass's scratch (those it should):
+     * a pass compares the two sets in the time it takes to list them. */
+    struct rlock__fdslot {
+        rlock__task *task;
+        short now, next;
+    } * fds;
     int capfd;
     /* Sleeping waits, in a heap by the end of their sleep (the timer);
      * the others are the list (tasks). A ring wakes some of them: the

@@ -91,6 +91,7 @@ fi
 
 "$bench" --bogus 2>/dev/null; [ $? = 64 ] || fail "--bogus: want 64"
 "$bench" --seconds 0 2>/dev/null; [ $? = 64 ] || fail "--seconds 0: want 64"
+"$bench" --holds 0 2>/dev/null; [ $? = 64 ] || fail "--holds 0: want 64"
 "$bench" --sync-replicas -1 2>/dev/null; [ $? = 64 ] || fail "--sync-replicas -1: want 64"
 "$bench" --sync-replicas 65 2>/dev/null; [ $? = 64 ] || fail "--sync-replicas 65: want 64"
 "$bench" --sync-replicas x 2>/dev/null; [ $? = 64 ] || fail "--sync-replicas x: want 64"

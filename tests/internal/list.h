@@ -3,6 +3,7 @@
  * time limits in seconds. */
 RT_TEST(an_exchange_is_driven_by_readiness_and_never_blocks_the_loop, 30)
 RT_TEST(an_exchange_with_a_silent_server_ends_at_its_deadline, 30)
+RT_TEST(a_queued_leg_is_told_when_a_connection_comes_back, 30)
 RT_TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop, 60)
 RT_TEST(a_redlock_attempt_asks_every_master_in_one_round, 60)
 RT_TEST(a_wait_runs_as_an_object_and_is_woken_by_the_release, 60)

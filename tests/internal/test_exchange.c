@@ -210,3 +210,61 @@ TEST(an_exchange_with_a_silent_server_ends_at_its_deadline)
     rlock__node_free(node);
     rt_fake_stop(f);
 }
+
+static int served_count;
+
+static void count_served(void *arg)
+{
+    (void)arg;
+    served_count++;
+}
+
+/*
+ * A loop's leg that waits for a pooled connection (RLOCK__X_NOWAIT, the
+ * node's only connection busy) is served the moment the connection comes
+ * back, and its driver is told then (not at the leg's next look, a pause
+ * later); it then runs on that connection.
+ */
+TEST(a_queued_leg_is_told_when_a_connection_comes_back)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock__node_cfg cfg = cfg_init();
+    rlock__node *node;
+    rlock__results res[2];
+    rlock__req req;
+    driven d[2];
+
+    cfg.max_connections = 1;
+    cfg.wait_for_connection = 1;
+    CHECK_RC(rlock__node_new(&cfg, "127.0.0.1", rt_server_port(s), NULL, NULL,
+                             &node),
+             RLOCK_OK);
+    rlock__req_init(&req, &ping);
+    CHECK_RC(rlock__req_finish(&req), RLOCK_OK);
+    memset(d, 0, sizeof d);
+    served_count = 0;
+    CHECK_RC(rlock__results_reserve(&res[0], 1), RLOCK_OK);
+    CHECK_RC(rlock__results_reserve(&res[1], 1), RLOCK_OK);
+    rlock__xchg_start(&d[0].x, &node, 1, &req, RLOCK__X_NOWAIT,
+                      rlock__after_ms(5000), &res[0]);
+    d[1].x.served = count_served;
+    rlock__xchg_start(&d[1].x, &node, 1, &req, RLOCK__X_NOWAIT,
+                      rlock__after_ms(5000), &res[1]);
+    CHECK(d[0].x.legs[0].conn != NULL);
+    CHECK(rlock__xchg_pooling(&d[1].x));
+    CHECK_INT(served_count, ==, 0);
+    /* The first exchange ends and gives its connection back: the second,
+     * not driven meanwhile, is served at that moment. */
+    drive(&d[0], 1);
+    CHECK_RC(res[0].r[0].rc, RLOCK_OK);
+    CHECK_INT(served_count, ==, 1);
+    drive(&d[1], 1);
+    CHECK_RC(res[1].r[0].rc, RLOCK_OK);
+    CHECK(res[1].r[0].reply->type == REDIS_REPLY_STATUS &&
+          strcmp(res[1].r[0].reply->str, "PONG") == 0);
+    rlock__results_free(&res[0]);
+    rlock__results_free(&res[1]);
+    rlock__req_free(&req);
+    rlock__node_free(node);
+    rt_server_stop(s);
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A loop of the tests' own for the event-loop API (rlock/async.h), through
+ * its generic hooks: poll(2) over the descriptors the library asks it to
+ * watch, and the one timer it asks for. It checks the library's word: a
+ * descriptor it is told to forget is still open, none it watches is
+ * closed, and the cleanup comes with nothing left watched. It times its
+ * turns.
+ *
+ * And the mutex's behaviour over any deployment through that loop
+ * (rt_async_deployment), which the Sentinel, Cluster, Redlock and TLS
+ * tests run on theirs.
+ */
+#ifndef RLOCK_TEST_ALOOP_H
+#define RLOCK_TEST_ALOOP_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include <rlock/async.h>
+
+#define RT_ALOOP_FDS 1024
+
+typedef struct rt_aloop {
+    struct pollfd fds[RT_ALOOP_FDS];
+    int n;
+    int64_t due_ms; /* the timer's time, rt_now_ms (-1: none) */
+    int64_t longest_ms;
+    int turns, timers, cleanups;
+    rlock_async *a; /* NULL once a callback closed it */
+} rt_aloop;
+
+/* The client a, attached to p on this thread. */
+void rt_al_attach(rt_aloop *p, rlock_async *a);
+/* One turn: a poll of at most 50 ms (less if the timer is sooner), then
+ * the readiness and the timer reported. */
+void rt_al_turn(rt_aloop *p);
+/* Turns p until *flag is set (or ms pass). */
+void rt_al_until(rt_aloop *p, const int *flag, int64_t ms);
+/* Turns p for ms. */
+void rt_al_for(rt_aloop *p, int64_t ms);
+
+/*
+ * The mutex's behaviour on the deployment url names (opts may be NULL),
+ * on one rt_aloop: a try, a wait behind it renewed past several leases, a
+ * blocking client's trylock refused meanwhile, an extension, the wait's
+ * hand-over on release (within wake_ms: 1 s where releases wake waiters,
+ * more where they poll), fencing tokens that grow, on_lost when the lock
+ * is gone from under the hold (take_away removes it: NULL to skip), and a
+ * close that cancels a pending wait. what names the deployment in the
+ * output.
+ */
+void rt_async_deployment(const char *what, const char *url,
+                         const rlock_client_opts *opts, int64_t wake_ms,
+                         void (*take_away)(const char *name, void *arg),
+                         void *arg);
+
+#endif
