@@ -276,6 +276,58 @@ TEST(async_on_lost_comes_on_the_loop)
     rt_server_stop(s);
 }
 
+/*
+ * rlock_async_lease_left: what the client counts, at once. A hold has
+ * lease left; another handle of the name holds nothing; a loop that
+ * stalled past the lease (the application's own code kept it) finds the
+ * hold lost, never renewed late as if held, and on_lost comes on the
+ * loop once it turns again.
+ */
+TEST(async_lease_left_says_what_the_client_counts)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m, *other;
+    seen lost;
+    rt_aloop p;
+    int64_t left = 0;
+    int err;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 600;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    memset(&lost, 0, sizeof lost);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = lost_cb;
+    mo.on_lost_arg = &lost;
+    loop_thread = pthread_self();
+    CHECK((m = rlock_async_mutex_new(a, "as-left", &mo, &err)) != NULL);
+    CHECK((other = rlock_async_mutex_new(a, "as-left", NULL, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    CHECK_RC(rlock_async_lease_left(m, &left), RLOCK_OK);
+    CHECK(left > 0 && left <= 600);
+    CHECK_RC(rlock_async_lease_left(other, &left), RLOCK_ENOTOWNER);
+    /* Renewed by the loop while it turns. */
+    rt_al_for(&p, 1500);
+    CHECK_RC(rlock_async_lease_left(m, &left), RLOCK_OK);
+    CHECK(left > 0);
+    /* The application stalls its loop past the lease. */
+    rt_sleep_ms(900);
+    CHECK_RC(rlock_async_lease_left(m, &left), RLOCK_ELOST);
+    CHECK_INT(left, ==, 0);
+    CHECK(strlen(rlock_async_errmsg(m)) > 0);
+    CHECK_INT(lost.calls, ==, 0); /* never inside the call */
+    rt_al_until(&p, &lost.calls, 3000);
+    CHECK_INT(lost.calls, ==, 1);
+    CHECK(lost.status); /* on the loop's thread */
+    CHECK_RC(al_extend(&p, m, 1000), RLOCK_ELOST);
+    rlock_async_close(a);
+    rt_server_stop(s);
+}
+
 typedef struct chain {
     rlock_async *a;
     rt_aloop *p;
@@ -509,6 +561,15 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK_RC(rlock_async_extend(m, 0, done_cb, &s1), RLOCK_EINVAL);
     CHECK_RC(rlock_async_extend(m, -5, done_cb, &s1), RLOCK_EINVAL);
     CHECK_RC(rlock_async_cancel(NULL), RLOCK_EINVAL);
+    {
+        int64_t left = 7;
+        CHECK_RC(rlock_async_lease_left(NULL, &left), RLOCK_EINVAL);
+        CHECK_INT(left, ==, 0);
+        CHECK_RC(rlock_async_lease_left(m, NULL), RLOCK_EINVAL);
+        left = 7;
+        CHECK_RC(rlock_async_lease_left(m, &left), RLOCK_ENOTOWNER);
+        CHECK_INT(left, ==, 0);
+    }
     CHECK(rlock_async_mutex_new(NULL, "x", NULL, &err) == NULL);
     CHECK_RC(err, RLOCK_EINVAL);
     CHECK(rlock_async_mutex_new(a, NULL, NULL, &err) == NULL);

@@ -217,6 +217,17 @@ RLOCK_API int rlock_async_extend(rlock_async_mutex *m, int64_t lease_ms,
                                  void *arg);
 
 /*
+ * How long m's hold lasts as this client counts it, asking nothing of
+ * Redis, as rlock_mutex_lease_left: RLOCK_OK with *left_ms > 0 while the
+ * hold lasts; RLOCK_ELOST if it was lost or its counted lease has ended
+ * (on_lost is called, on the loop); RLOCK_ENOTOWNER if m holds nothing;
+ * RLOCK_EINVAL (NULL, a freed handle, another thread). *left_ms is 0 on
+ * every error. A holder checks it before it acts on what the lock
+ * guards, as after a stall of its loop. Returns at once.
+ */
+RLOCK_API int rlock_async_lease_left(rlock_async_mutex *m, int64_t *left_ms);
+
+/*
  * Cancels m's pending call: its callback runs before this returns, with
  * RLOCK_ECANCELED, or with its result if it had one already (a lock that
  * was granted says RLOCK_OK: the hold is m's; its token is 0 if it was

@@ -781,6 +781,25 @@ int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
     return call_start(ac);
 }
 
+int rlock_async_lease_left(rlock_async_mutex *am, int64_t *left_ms)
+{
+    int rc;
+
+    if (left_ms)
+        *left_ms = 0;
+    if (!am || !left_ms || !on_thread(am->a) || am->freed)
+        return fail_call(am && on_thread(am->a) ? am : NULL, RLOCK_EINVAL,
+                         "the mutex or left_ms is NULL, or the mutex is "
+                         "freed, or not the loop thread's");
+    /* Memory only: the blocking API's own answer, as the handle's owner
+     * (a loss it finds is queued for the loop's on_lost). */
+    rc = rlock_mutex_lease_left_as(am->m, am->o, left_ms);
+    if (rc != RLOCK_OK)
+        set_errmsg(am, rlock_owner_errmsg(am->o));
+    tell_timer(am->a);
+    return rc;
+}
+
 int rlock_async_cancel(rlock_async_mutex *am)
 {
     rlock_async *a;

@@ -8,6 +8,7 @@
  *   main.c     options, the loop over schedules, the kept seeds, the report
  *   plan.c     a schedule from a seed: what the run uses, and its faults
  *   worker.c   a worker process: its owners' calls, written to the log
+ *   async.c    the same through the event-loop API, on one loop thread
  *   inject.c   the parent's side: the proxy's policy, the faults, the
  *              monitor that reads each lock's state from the server
  *   verdict.c  the invariants, checked on the log after the run
@@ -102,6 +103,8 @@ typedef struct ex_plan {
     int64_t slow_ms;        /* the proxy's slow regimes */
     int drop_in;            /* R_LOSSY */
     int callback_stall_pct; /* on_lost stalls 1 to 3 s this often */
+    int async_worker;       /* that worker uses the event-loop API (-1:
+                               none), the others the blocking one */
     int nfaults;
     ex_fault faults[EX_FAULTS_MAX];
 } ex_plan;
@@ -163,6 +166,10 @@ int64_t ex_now_ns(void);
 /* A worker process's body: its owners' holds on url until the log says
  * stop; exits. */
 void ex_worker_main(const ex_plan *p, int w, const char *url, ex_log *l);
+/* The client options of the plan's workers. */
+void ex_client_opts(const ex_plan *p, rlock_client_opts *co);
+/* The same with the event-loop API, on one loop (async.c). */
+void ex_async_worker_main(const ex_plan *p, int w, const char *url, ex_log *l);
 
 typedef struct ex_run ex_run; /* inject.c */
 
@@ -197,6 +204,7 @@ enum ex_invariant {
 typedef struct ex_verdict {
     long violations[I_COUNT];
     long holds, lost, calls, faults;
+    long async_holds;         /* of holds, the async worker's */
     char first[I_COUNT][512]; /* the first violation of each, in words */
 } ex_verdict;
 

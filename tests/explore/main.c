@@ -284,6 +284,7 @@ int main(int argc, char **argv)
     const char *replay_file = NULL, *found_file = NULL, *trace_file = NULL;
     int have_seed = 0, quiet = 0, nreplay = 0, i, failed = 0;
     long ran = 0, total[I_COUNT] = {0}, holds = 0, faults = 0, calls = 0;
+    long async_holds = 0;
     int64_t t_end;
     ex_log *l;
 
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
         run_one(s, l, slack_ms, &v);
         ran++;
         holds += v.holds;
+        async_holds += v.async_holds;
         faults += v.faults;
         calls += v.calls;
         for (k = 0; k < I_COUNT; k++) {
@@ -368,9 +370,10 @@ int main(int argc, char **argv)
             bad += v.violations[k];
         }
         if (!quiet || bad)
-            printf("%s seed %llu: %s; %ld holds, %ld calls, %ld faults%s\n",
+            printf("%s seed %llu: %s; %ld holds (%ld async), %ld calls, %ld "
+                   "faults%s\n",
                    bad ? "FAIL" : "ok  ", (unsigned long long)s, what, v.holds,
-                   v.calls, v.faults, bad ? ":" : "");
+                   v.async_holds, v.calls, v.faults, bad ? ":" : "");
         for (k = 0; k < I_COUNT; k++)
             if (v.violations[k])
                 printf("    %s (%ld): %s\n", ex_invariant_names[k],
@@ -392,9 +395,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    printf("rlock-explore: %ld schedules (%d kept seeds), %ld holds, %ld "
-           "calls, %ld faults; %d failed",
-           ran, nreplay, holds, calls, faults, failed);
+    printf("rlock-explore: %ld schedules (%d kept seeds), %ld holds (%ld by "
+           "async workers), %ld calls, %ld faults; %d failed",
+           ran, nreplay, holds, async_holds, calls, faults, failed);
     for (i = 0; i < I_COUNT; i++)
         if (total[i])
             printf("; %s %ld", ex_invariant_names[i], total[i]);

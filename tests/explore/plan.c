@@ -146,6 +146,12 @@ void ex_plan_make(ex_plan *p, uint64_t seed)
         add(p, ex_range(&r, 0, p->run_ms), F_FORCE_UNLOCK, 0,
             (int)ex_range(&r, 0, p->names - 1));
     qsort(p->faults, (size_t)p->nfaults, sizeof p->faults[0], by_time);
+    /* From a generator of its own, so that every draw above stays what
+     * it was for a kept seed: half the runs have one worker on the
+     * event-loop API. */
+    ex_rng_init(&r, seed, 7, 7);
+    p->async_worker =
+        ex_chance(&r, 50) ? (int)ex_range(&r, 0, p->workers - 1) : -1;
 }
 
 void ex_plan_describe(const ex_plan *p, char *buf, size_t len)
@@ -154,10 +160,11 @@ void ex_plan_describe(const ex_plan *p, char *buf, size_t len)
 
     snprintf(buf, len,
              "%s%s, %d workers x %d owners, %d name%s, %s %lld ms, "
-             "timeout %d ms, proxy slow %lld ms, %d faults",
+             "timeout %d ms, proxy slow %lld ms, %d faults%s",
              layouts[p->layout], p->replicas ? " +replica" : "", p->workers,
              p->owners, p->names, p->names > 1 ? "s" : "",
              p->lease_ms ? "lease" : "watchdog",
              (long long)(p->lease_ms ? p->lease_ms : p->watchdog_ms),
-             p->command_timeout_ms, (long long)p->slow_ms, p->nfaults);
+             p->command_timeout_ms, (long long)p->slow_ms, p->nfaults,
+             p->async_worker >= 0 ? ", an async worker" : "");
 }

@@ -326,6 +326,8 @@ static void read_call(state *s, const ex_event *e)
                           (long long)((e->t1 - s->ev[0].t0) / MS));
             if (h->fresh_ok)
                 s->v->holds++;
+            if (h->fresh_ok && e->worker == s->p->async_worker)
+                s->v->async_holds++;
             break;
         }
         bound(s, e, budget, "re-entry");

@@ -56,22 +56,9 @@ static void sleep_ms(int64_t ms)
 static void note(owner *ow, int kind, int name, int64_t t0, int64_t t1, int rc,
                  int level, int reentry, int64_t a, int64_t b, uint64_t token)
 {
-    ex_event e;
+    ex_event e = {kind,    ow->w, ow->o, name, ow->hold, rc,   level,
+                  reentry, t0,    t1,    a,    b,        token};
 
-    memset(&e, 0, sizeof e);
-    e.kind = kind;
-    e.worker = ow->w;
-    e.owner = ow->o;
-    e.name = name;
-    e.hold = ow->hold;
-    e.rc = rc;
-    e.level = level;
-    e.reentry = reentry;
-    e.t0 = t0;
-    e.t1 = t1;
-    e.a = a;
-    e.b = b;
-    e.token = token;
     ex_log_add(ow->l, &e);
 }
 
@@ -419,6 +406,19 @@ static void *owner_main(void *arg)
     return NULL;
 }
 
+void ex_client_opts(const ex_plan *p, rlock_client_opts *co)
+{
+    rlock_client_opts_init(co);
+    co->command_timeout_ms = p->command_timeout_ms;
+    co->connect_timeout_ms = p->command_timeout_ms;
+    co->watchdog_lease_ms = p->watchdog_ms;
+    co->waiter_ttl_ms = p->waiter_ttl_ms;
+    if (p->replicas) {
+        co->sync_replicas = 1;
+        co->sync_timeout_ms = p->sync_timeout_ms;
+    }
+}
+
 void ex_worker_main(const ex_plan *p, int w, const char *url, ex_log *l)
 {
     rlock_client_opts co;
@@ -427,15 +427,9 @@ void ex_worker_main(const ex_plan *p, int w, const char *url, ex_log *l)
     pthread_t th[EX_OWNERS_MAX];
     int i, err;
 
-    rlock_client_opts_init(&co);
-    co.command_timeout_ms = p->command_timeout_ms;
-    co.connect_timeout_ms = p->command_timeout_ms;
-    co.watchdog_lease_ms = p->watchdog_ms;
-    co.waiter_ttl_ms = p->waiter_ttl_ms;
-    if (p->replicas) {
-        co.sync_replicas = 1;
-        co.sync_timeout_ms = p->sync_timeout_ms;
-    }
+    if (w == p->async_worker)
+        ex_async_worker_main(p, w, url, l); /* never returns */
+    ex_client_opts(p, &co);
     /* The server may be paused or the proxy dropping connections. */
     while (!atomic_load(&l->stop) && !(c = rlock_client_open(url, &co, &err)))
         sleep_ms(50);
