@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The event loop's driver: tasks (engine ops) advanced by readiness and
- * time, one pass over them after each callback, and the watch set and
- * timer told to the loop when they change.
+ * time, and the watch set and timer told to the loop when they change.
+ * What a callback costs does not grow with the tasks in flight: a
+ * readiness looks at the task whose connection it is, the timer at the
+ * tasks whose time came (a heap), a ring at the sleeping ones.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -40,9 +42,13 @@ void rlock__loop_forget(rlock__loop *l)
     int i;
 
     /* Unwatched before anything is closed. */
-    for (i = 0; i < l->nset; i++)
+    for (i = 0; i < l->nset; i++) {
         l->hooks.watch(l->hooks.arg, l->set[i].fd, 0);
+        if (l->set[i].fd >= 0 && l->set[i].fd < l->capfd)
+            l->fds[l->set[i].fd].now = 0;
+    }
     l->nset = 0;
+    l->nside = 0;
 }
 
 void rlock__loop_unmake(rlock__loop *l)
@@ -53,7 +59,6 @@ void rlock__loop_unmake(rlock__loop *l)
     close(l->ring[0]);
     close(l->ring[1]);
     free(l->set);
-    free(l->want);
     free(l->fds);
     free(l->heap);
     free(l->woken);
@@ -96,6 +101,7 @@ static int grow_tasks(rlock__task ***v, int *cap, int need)
 
 static void list_add(rlock__loop *l, rlock__task *t)
 {
+    t->listed = 1;
     t->prev = NULL;
     t->next = l->tasks;
     if (l->tasks)
@@ -112,6 +118,7 @@ static void list_del(rlock__loop *l, rlock__task *t)
     if (t->next)
         t->next->prev = t->prev;
     t->next = t->prev = NULL;
+    t->listed = 0;
 }
 
 static void heap_set(rlock__loop *l, int i, rlock__task *t)
@@ -149,7 +156,7 @@ static void heap_down(rlock__loop *l, int i)
     heap_set(l, i, t);
 }
 
-/* 0: out of memory (t stays in the list, looked at every pass). */
+/* 0: out of memory. */
 static int heap_push(rlock__loop *l, rlock__task *t)
 {
     if (!grow_tasks(&l->heap, &l->capheap, l->nheap + 1))
@@ -172,13 +179,27 @@ static void heap_del(rlock__loop *l, rlock__task *t)
     heap_down(l, last->heap_i);
 }
 
-/* t leaves the loop (done or canceled). */
-static void unlink_task(rlock__loop *l, rlock__task *t)
+/* t waits: in the heap by until, or, out of memory, in the list that
+ * every pass looks at. */
+static void park(rlock__loop *l, rlock__task *t)
+{
+    if (!heap_push(l, t))
+        list_add(l, t);
+}
+
+/* t no longer waits (it is stepped, or leaves). */
+static void unpark(rlock__loop *l, rlock__task *t)
 {
     if (t->heap_i >= 0)
         heap_del(l, t);
-    else
+    else if (t->listed)
         list_del(l, t);
+}
+
+/* t leaves the loop (done or canceled). */
+static void unlink_task(rlock__loop *l, rlock__task *t)
+{
+    unpark(l, t);
     l->ntasks--;
 }
 
@@ -207,6 +228,91 @@ static int round_settled(rlock__task *t)
         all = 0;
     }
     return all;
+}
+
+static short events_in(const watched *v, int n, int fd)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (v[i].fd == fd)
+            return v[i].events;
+    return 0;
+}
+
+/* fds has room for fd. */
+static int fd_room(rlock__loop *l, int fd)
+{
+    struct rlock__fdslot *bigger;
+    int n = l->capfd ? l->capfd : 64;
+
+    if (fd < 0)
+        return 0;
+    if (fd < l->capfd)
+        return 1;
+    while (n <= fd)
+        n *= 2;
+    if (!(bigger = realloc(l->fds, sizeof *bigger * (size_t)n)))
+        return 0;
+    memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
+    l->fds = bigger;
+    l->capfd = n;
+    return 1;
+}
+
+/* The loop watches fd for ev (0: not at all) for t (NULL: the side's),
+ * and is told if that changed. Out of memory, fd is not watched: its
+ * round ends at its deadline. */
+static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
+{
+    short was;
+    int k, slot = fd_room(l, fd);
+
+    if (fd < 0)
+        return;
+    if (slot)
+        l->fds[fd].task = t;
+    was = slot ? l->fds[fd].now : events_in(l->set, l->nset, fd);
+    if (was == ev)
+        return;
+    if (was == 0) {
+        watched *bigger =
+            grown(l->set, &l->capset, l->nset + 1, sizeof *bigger);
+        if (!bigger)
+            return;
+        l->set = bigger;
+        l->set[l->nset].fd = fd;
+        l->set[l->nset++].events = ev;
+    } else {
+        for (k = 0; k < l->nset; k++)
+            if (l->set[k].fd == fd)
+                break;
+        if (k == l->nset)
+            return; /* (cannot be: the slot and the set agree) */
+        if (ev == 0)
+            l->set[k] = l->set[--l->nset];
+        else
+            l->set[k].events = ev;
+    }
+    l->hooks.watch(l->hooks.arg, fd, ev);
+    if (slot)
+        l->fds[fd].now = ev;
+}
+
+/* What t's round waits for on each of its connections, watched. */
+static void watch_task(rlock__loop *l, rlock__task *t)
+{
+    int i;
+
+    for (i = 0; i < t->n; i++) {
+        rlock__conn *c = t->io->conns[i];
+        if (c)
+            watch_fd(l, rlock__conn_fd(c),
+                     rlock__conn_settled(c, t->io->want[i])
+                         ? 0
+                         : rlock__conn_events(c),
+                     t);
+    }
 }
 
 void rlock__loop_unwatch(rlock__loop *l, int fd)
@@ -254,8 +360,11 @@ static void served(void *arg)
 {
     rlock__task *t = arg;
 
-    if (t->state == T_PAUSE)
-        t->until = 1;
+    if (t->state != T_PAUSE)
+        return;
+    t->until = 1;
+    if (t->heap_i >= 0)
+        heap_up(t->io->l, t->heap_i); /* sooner: up the heap */
 }
 
 /* The request is over (or never went): its room goes. */
@@ -278,10 +387,13 @@ static int next_round(rlock__loop *l, rlock__task *t)
         }
         if (t->n == 0) {
             t->state = T_PAUSE;
+            park(l, t);
             return 1;
         }
         if (!round_settled(t)) {
             t->state = T_ROUND;
+            park(l, t);
+            watch_task(l, t);
             return 1;
         }
         round_over(l, t);
@@ -290,8 +402,8 @@ static int next_round(rlock__loop *l, rlock__task *t)
 
 static void rewatch(rlock__loop *l);
 
-/* Steps t until it waits for something (or is done: then unlinked and
- * told). */
+/* Steps t (in neither the heap nor the list) until it waits for
+ * something (then parked) or is done (then unlinked and told). */
 static void advance(rlock__loop *l, rlock__task *t)
 {
     rlock_client *c = l->c;
@@ -314,6 +426,7 @@ static void advance(rlock__loop *l, rlock__task *t)
                     rlock__fail(slot->call, RLOCK_ENOMEM, "out of memory");
                 continue;
             }
+            t->io->l = l;
             if (!rlock__slot_start(slot, c, &t->io->b)) {
                 io_over(t);
                 continue;
@@ -336,15 +449,14 @@ static void advance(rlock__loop *l, rlock__task *t)
                 continue;
             t->state = T_SLEEP;
             t->until = t->wait->until;
-            list_del(l, t);
-            if (!heap_push(l, t))
-                list_add(l, t);
+            park(l, t);
             return;
         }
         /* A quiet wait: looked at again shortly, or failed by the step
          * at the call's deadline. */
         t->state = T_QUIET;
         t->until = rlock__now_ns() + QUIET_LOOK_NS;
+        park(l, t);
         return;
     }
 }
@@ -404,138 +516,42 @@ void rlock__loop_start(rlock__loop *l, rlock__task *t)
     t->heap_i = -1;
     t->io = NULL;
     t->n = 0;
-    list_add(l, t);
+    t->listed = 0;
+    t->next = t->prev = NULL;
     l->ntasks++;
     advance(l, t);
     rewatch(l);
 }
 
-static int grow(watched **v, int *cap, int need)
-{
-    watched *p = grown(*v, cap, need, sizeof **v);
-
-    if (p)
-        *v = p;
-    return p != NULL;
-}
-
-static short events_in(const watched *v, int n, int fd)
-{
-    int i;
-
-    for (i = 0; i < n; i++)
-        if (v[i].fd == fd)
-            return v[i].events;
-    return 0;
-}
-
-/* fds has room for fd. */
-static int fd_room(rlock__loop *l, int fd)
-{
-    struct rlock__fdslot *bigger;
-    int n = l->capfd ? l->capfd : 64;
-
-    if (fd < 0)
-        return 0;
-    if (fd < l->capfd)
-        return 1;
-    while (n <= fd)
-        n *= 2;
-    if (!(bigger = realloc(l->fds, sizeof *bigger * (size_t)n)))
-        return 0;
-    memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
-    l->fds = bigger;
-    l->capfd = n;
-    return 1;
-}
-
-/* Tells the loop what changed between the watched set (set) and the
- * wanted one (want[0..nwant)): by the descriptors' slots, in the time it
- * takes to list both; by comparing the lists if a slot could not be had
- * (out of memory). */
-static void tell_watches(rlock__loop *l, int nwant)
-{
-    int k, bare = 0;
-
-    for (k = 0; k < nwant && !bare; k++)
-        bare = !fd_room(l, l->want[k].fd);
-    for (k = 0; k < l->nset && !bare; k++)
-        bare = !fd_room(l, l->set[k].fd);
-    if (bare) {
-        for (k = 0; k < l->nset; k++)
-            if (events_in(l->want, nwant, l->set[k].fd) == 0)
-                l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
-        for (k = 0; k < nwant; k++)
-            if (events_in(l->set, l->nset, l->want[k].fd) != l->want[k].events)
-                l->hooks.watch(l->hooks.arg, l->want[k].fd, l->want[k].events);
-        for (k = 0; k < l->nset; k++)
-            if (l->set[k].fd >= 0 && l->set[k].fd < l->capfd)
-                l->fds[l->set[k].fd].now = 0;
-        for (k = 0; k < nwant; k++)
-            if (l->want[k].fd >= 0 && l->want[k].fd < l->capfd)
-                l->fds[l->want[k].fd].now = l->want[k].events;
-        return;
-    }
-    for (k = 0; k < nwant; k++)
-        l->fds[l->want[k].fd].next = l->want[k].events;
-    for (k = 0; k < l->nset; k++) {
-        struct rlock__fdslot *f = &l->fds[l->set[k].fd];
-        if (f->next == 0 && f->now != 0) {
-            l->hooks.watch(l->hooks.arg, l->set[k].fd, 0);
-            f->now = 0;
-        }
-    }
-    for (k = 0; k < nwant; k++) {
-        struct rlock__fdslot *f = &l->fds[l->want[k].fd];
-        if (f->now != f->next) {
-            l->hooks.watch(l->hooks.arg, l->want[k].fd, f->next);
-            f->now = f->next;
-        }
-        f->next = 0;
-    }
-}
-
-/* Tells the loop what changed in the watch set and the timer. */
+/* Tells the loop what changed in the side's watches, and when the timer
+ * is due: the first task of the heap, the list's, the side's. */
 static void rewatch(rlock__loop *l)
 {
     rlock__task *t;
+    watched now[2];
     int64_t due = 0;
-    int i, nwant = 0;
+    int i, k, n;
 
-    for (t = l->tasks; t; t = t->next) {
-        if (t->state != T_STEP && (due == 0 || t->until < due))
+    if (l->nheap > 0)
+        due = l->heap[0]->until > 0 ? l->heap[0]->until : 1;
+    for (t = l->tasks; t; t = t->next)
+        if (t->until && (due == 0 || t->until < due))
             due = t->until;
-        if (t->state != T_ROUND)
-            continue;
-        for (i = 0; i < t->n; i++) {
-            rlock__conn *c = t->io->conns[i];
-            if (rlock__conn_settled(c, t->io->want[i]))
-                continue;
-            if (!grow(&l->want, &l->capwant, nwant + 1) ||
-                !fd_room(l, rlock__conn_fd(c)))
-                break; /* out of memory: the timer still ends the round
-                          (and round_over unwatches what it watched) */
-            l->fds[rlock__conn_fd(c)].task = t;
-            l->want[nwant].fd = rlock__conn_fd(c);
-            l->want[nwant++].events = rlock__conn_events(c);
-        }
+    n = l->side->watch(l, now, &due);
+    /* What the side no longer watches, unless a task's connection has
+     * the number now (the side's was closed, and unwatched then). */
+    for (i = 0; i < l->nside; i++) {
+        int fd = l->side_set[i].fd;
+        for (k = 0; k < n && now[k].fd != fd; k++)
+            ;
+        if (k == n && !(fd >= 0 && fd < l->capfd && l->fds[fd].task))
+            watch_fd(l, fd, 0, NULL);
     }
-    if (l->nheap > 0 && (due == 0 || l->heap[0]->until < due))
-        due = l->heap[0]->until;
-    if (grow(&l->want, &l->capwant, nwant + 2))
-        nwant += l->side->watch(l, l->want + nwant, &due);
-    tell_watches(l, nwant);
-    {
-        /* The wanted set is the watched one now: swapped, not copied, so
-         * that no allocation can fail after the loop was told. */
-        watched *v = l->set;
-        int cap = l->capset;
-        l->set = l->want;
-        l->capset = l->capwant;
-        l->nset = nwant;
-        l->want = v;
-        l->capwant = cap;
+    for (k = 0; k < n; k++) {
+        watch_fd(l, now[k].fd, now[k].events, NULL);
+        l->side_set[k] = now[k];
     }
+    l->nside = n;
     if (due != l->timer_due) {
         l->timer_due = due;
         l->hooks.timer(l->hooks.arg, due);
@@ -550,7 +566,7 @@ static int woken(const rlock__task *t)
     return __atomic_load_n(&t->wait->w.woken, __ATOMIC_ACQUIRE);
 }
 
-/* Sleeping t (in the list) was woken or its time came: it goes on; or,
+/* Sleeping t (unparked) was woken or its time came: it goes on; or,
  * woken by nothing after all, it sleeps again. */
 static void wake(rlock__loop *l, rlock__task *t, int64_t now)
 {
@@ -566,72 +582,81 @@ static void wake(rlock__loop *l, rlock__task *t, int64_t now)
         advance(l, t);
         return;
     }
-    list_del(l, t);
-    if (!heap_push(l, t))
-        list_add(l, t);
+    park(l, t);
 }
 
-/* One pass: every task whose round settled, whose time came or whose
- * waiter was woken goes on. */
-static void pass(rlock__loop *l)
+/* Looks at waiting t: if its round settled, its time came or its waiter
+ * was woken, it goes on (unparked, stepped until it waits again);
+ * otherwise what its round waits for is watched. */
+static void look(rlock__loop *l, rlock__task *t, int64_t now)
+{
+    l->looks++;
+    switch (t->state) {
+    case T_ROUND:
+        if (!round_settled(t) && now < t->until) {
+            watch_task(l, t);
+            return;
+        }
+        break;
+    case T_PAUSE:
+        if (now < t->until)
+            return;
+        break;
+    case T_SLEEP:
+        if (!woken(t) && now < t->until)
+            return;
+        unpark(l, t);
+        wake(l, t, now);
+        return;
+    case T_QUIET:
+        if (now < t->until)
+            return;
+        unpark(l, t);
+        advance(l, t);
+        return;
+    default:
+        return;
+    }
+    unpark(l, t);
+    round_over(l, t);
+    if (!next_round(l, t))
+        advance(l, t);
+}
+
+/* One pass: the task a readiness was for (touched, or NULL), those of
+ * the list, the sleepers a ring woke, the tasks whose time came. */
+static void pass(rlock__loop *l, rlock__task *touched)
 {
     rlock__task *t, *next;
     int64_t now = rlock__now_ns();
 
+    l->passes++;
     l->side->pass(l);
-    /* One look at each task: a task that moves is advanced until it waits
-     * again (a round that settles at once is over at once: next_round),
-     * and a task started meanwhile (at the head) was stepped by
-     * rlock__loop_start. Thousands of tasks wait at a time, most of them
-     * asleep: what is looked at for each must cost next to nothing (no
-     * lock, one clock read per pass). */
+    if (touched)
+        look(l, touched, now);
+    /* (Empty but out of memory.) */
     for (t = l->tasks; t; t = next) {
         next = t->next;
-        switch (t->state) {
-        case T_ROUND:
-            if (!round_settled(t) && now < t->until)
-                continue;
-            round_over(l, t);
-            break;
-        case T_PAUSE:
-            if (now < t->until)
-                continue;
-            round_over(l, t);
-            break;
-        case T_SLEEP: /* (not in the heap: out of memory) */
-            if (woken(t) || now >= t->until)
-                wake(l, t, now);
-            continue;
-        case T_QUIET:
-            if (now < t->until)
-                continue;
-            advance(l, t);
-            continue;
-        default:
-            continue;
-        }
-        if (!next_round(l, t))
-            advance(l, t);
+        look(l, t, now);
     }
-    /* The sleepers a ring woke (the subscriber wrote it), then those
-     * whose time came. */
+    /* The sleepers a ring woke (the subscriber wrote it). */
     if (l->rung) {
         int i, n = 0;
         l->rung = 0;
         for (i = 0; i < l->nheap; i++)
-            if (woken(l->heap[i]) && grow_tasks(&l->woken, &l->capwoken, n + 1))
+            if (l->heap[i]->state == T_SLEEP && woken(l->heap[i]) &&
+                grow_tasks(&l->woken, &l->capwoken, n + 1))
                 l->woken[n++] = l->heap[i];
-        for (i = 0; i < n; i++) {
-            heap_del(l, l->woken[i]);
-            list_add(l, l->woken[i]);
-            wake(l, l->woken[i], now);
-        }
+        for (i = 0; i < n; i++)
+            if (l->woken[i]->heap_i >= 0 && l->woken[i]->state == T_SLEEP)
+                look(l, l->woken[i], now);
     }
+    /* Those whose time came. Each goes on (its time came: look() takes
+     * it off the heap); one it parks again with a time already past is
+     * looked at again, as its op's deadline decides. */
     while (l->nheap > 0 && l->heap[0]->until <= now) {
         t = l->heap[0];
-        heap_del(l, t);
-        list_add(l, t);
-        wake(l, t, now);
+        look(l, t, now);
     }
     l->side->deliver(l);
     rewatch(l);
@@ -639,7 +664,7 @@ static void pass(rlock__loop *l)
 
 void rlock__loop_ready(rlock__loop *l, int fd, short revents)
 {
-    rlock__task *t;
+    rlock__task *t = NULL;
     int i;
 
     if (fd == l->ring[0]) {
@@ -652,12 +677,14 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
         for (i = 0; i < t->n; i++)
             if (t->io->conns[i] && rlock__conn_fd(t->io->conns[i]) == fd)
                 rlock__conn_io(t->io->conns[i], revents);
+    } else {
+        t = NULL;
     }
-    pass(l);
+    pass(l, t);
 }
 
 void rlock__loop_timeout(rlock__loop *l)
 {
     l->timer_due = 0;
-    pass(l);
+    pass(l, NULL);
 }

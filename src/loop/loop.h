@@ -54,18 +54,20 @@ typedef struct rlock__task {
     void (*done)(struct rlock__task *t);
     void *arg;
     /* The driver's. */
-    struct rlock__task *next, *prev;
-    int heap_i; /* in the sleepers' heap, or -1 */
+    struct rlock__task *next, *prev; /* in the list (out of memory) */
+    int heap_i;                      /* in the heap of waiting tasks, or -1 */
     int state;
     rlock__slot *slot;
     /* The request in flight and its round's connections: room the task
      * has only while it sends (NULL while it sleeps or waits). */
     struct rlock__task_io {
         rlock__bexec b;
+        rlock__loop *l; /* for the pool's "served" */
         rlock__conn *conns[RLOCK__NODES_MAX];
         size_t want[RLOCK__NODES_MAX];
     } * io;
     int n;
+    int listed; /* in the list */
     int64_t until;
 } rlock__task;
 

@@ -68,31 +68,37 @@ struct rlock__loop {
     rlock_client *c;
     const rlock__loop_side *side;
     rlock__loop_hooks hooks;
+    /* Tasks that wait for something (a round, a pause, a sleep, a
+     * look) are in the heap by when they must be looked at (until);
+     * the list has those the heap had no room for (out of memory), which
+     * every pass looks at. A task being stepped is in neither. */
     rlock__task *tasks;
     int ntasks;
     int ring[2];  /* a sleeping waiter's wake-up */
     watched *set; /* what the loop watches now */
     int nset, capset;
-    watched *want; /* what it should (a pass's scratch) */
-    int capwant;
+    watched side_set[2]; /* what the side watched at the last look */
+    int nside;
     int64_t timer_due; /* the timer asked for (0: none) */
     /* By a descriptor's number: the task whose round watches it (what
-     * readiness is for, without a look at every task), the events the
-     * loop watches it for now, and a pass's scratch (those it should):
-     * a pass compares the two sets in the time it takes to list them. */
+     * readiness is for, without a look at every task) and the events the
+     * loop watches it for now. A watch changes when its task's round
+     * does, at the cost of that task's connections alone. */
     struct rlock__fdslot {
         rlock__task *task;
-        short now, next;
+        short now;
     } * fds;
     int capfd;
-    /* Sleeping waits, in a heap by the end of their sleep (the timer);
-     * the others are the list (tasks). A ring wakes some of them: the
-     * next pass looks for which (rung). */
+    /* The heap of waiting tasks. A ring wakes some of the sleeping ones:
+     * the next pass looks for which (rung). */
     rlock__task **heap;
     int nheap, capheap;
     rlock__task **woken; /* a pass's scratch */
     int capwoken;
     int rung;
+    /* Passes made, and tasks looked at in them: what a callback costs
+     * (the tests hold it to the tasks it concerns). */
+    int64_t passes, looks;
     rlock__loop_bg bg;
 };
 

@@ -336,6 +336,111 @@ TEST(a_loop_thread_runs_many_waits_beside_blocking_holders)
 }
 
 /*
+ * What a callback costs does not grow with the requests in flight: with
+ * a hundred rounds on their connections at once, beside sleeping waits,
+ * a readiness looks at the task whose connection it is, and the timer at
+ * the tasks whose time came. (A pass that looked at every task in flight
+ * would look at dozens each time.)
+ */
+#define ROUNDS_AT_ONCE 100
+#define SLEEPERS 50
+
+TEST(a_readiness_looks_at_its_own_task_and_not_at_every_one)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_client *c, *other;
+    rlock_mutex *m[ROUNDS_AT_ONCE], *busy, *busy_other;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    test_loop tl;
+    waiter *w;
+    int i, err, done[ROUNDS_AT_ONCE] = {0}, all;
+    int64_t t0, passes, looks;
+
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.max_connections = ROUNDS_AT_ONCE + SLEEPERS;
+    CHECK((c = rlock_client_open(rt_server_url(s), &co, &err)) != NULL);
+    CHECK((other = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    CHECK((busy = rlock_mutex_new(c, "looks-busy", NULL, &err)) != NULL);
+    CHECK((busy_other = rlock_mutex_new(other, "looks-busy", NULL, &err)) !=
+          NULL);
+    CHECK_RC(rlock_mutex_trylock(busy_other), RLOCK_OK);
+    /* Sleepers: waits for a lock held elsewhere. */
+    CHECK((w = calloc(SLEEPERS + ROUNDS_AT_ONCE, sizeof *w)) != NULL);
+    for (i = 0; i < SLEEPERS; i++) {
+        CHECK((w[i].o = rlock_owner_new(&err)) != NULL);
+        rlock__call_begin(&w[i].call, busy);
+        rlock__wait_op_init(&w[i].op.wait, &w[i].call, busy,
+                            rlock__as_owner(w[i].o), rlock__after_ms(60000), 0);
+        task_init(&w[i].t, busy, &w[i].call, (rlock__step_fn)rlock__wait_step,
+                  &w[i].op.wait, &w[i].acquired);
+        w[i].t.owner = rlock__as_owner(w[i].o);
+        w[i].t.wait = &w[i].op.wait;
+        rlock__loop_start(l, &w[i].t);
+    }
+    t0 = rlock__now_ns();
+    while (rlock__now_ns() - t0 < 300 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    CHECK_INT(rlock__loop_tasks(l), ==, SLEEPERS);
+    /* The rounds: a hundred acquisitions of names of their own at once
+     * (their connections opened already by the sleepers' first tries or
+     * now). */
+    for (i = 0; i < ROUNDS_AT_ONCE; i++) {
+        char name[32];
+        waiter *x = &w[SLEEPERS + i];
+        snprintf(name, sizeof name, "looks-%d", i);
+        CHECK((m[i] = rlock_mutex_new(c, name, NULL, &err)) != NULL);
+        CHECK((x->o = rlock_owner_new(&err)) != NULL);
+        rlock__call_begin(&x->call, m[i]);
+        rlock__wait_op_init(&x->op.wait, &x->call, m[i], rlock__as_owner(x->o),
+                            rlock__after_ms(60000), 0);
+        task_init(&x->t, m[i], &x->call, (rlock__step_fn)rlock__wait_step,
+                  &x->op.wait, &done[i]);
+        x->t.owner = rlock__as_owner(x->o);
+        x->t.wait = &x->op.wait;
+    }
+    passes = l->passes;
+    looks = l->looks;
+    for (i = 0; i < ROUNDS_AT_ONCE; i++)
+        rlock__loop_start(l, &w[SLEEPERS + i].t);
+    t0 = rlock__now_ns();
+    do {
+        tl_turn(&tl, l);
+        for (i = 0, all = 1; i < ROUNDS_AT_ONCE; i++)
+            all &= done[i];
+    } while (!all && rlock__now_ns() - t0 < 30000 * RLOCK__NS_PER_MS);
+    CHECK(all);
+    passes = l->passes - passes;
+    looks = l->looks - looks;
+    printf("%d rounds at once beside %d sleepers: %lld passes looked at "
+           "%lld tasks\n",
+           ROUNDS_AT_ONCE, SLEEPERS, (long long)passes, (long long)looks);
+    for (i = 0; i < ROUNDS_AT_ONCE; i++)
+        CHECK_RC(w[SLEEPERS + i].op.wait.rc, RLOCK_OK);
+    CHECK_INT(passes, >=, ROUNDS_AT_ONCE / 2); /* readiness came apart */
+    CHECK_INT(looks, <=, 2 * passes);
+    CHECK_INT(rlock__loop_tasks(l), ==, SLEEPERS);
+
+    for (i = 0; i < SLEEPERS; i++)
+        rlock__loop_cancel(l, &w[i].t);
+    rlock__loop_free(l);
+    for (i = 0; i < SLEEPERS + ROUNDS_AT_ONCE; i++)
+        rlock_owner_free(w[i].o);
+    free(w);
+    for (i = 0; i < ROUNDS_AT_ONCE; i++)
+        rlock_mutex_free(m[i]);
+    rlock_mutex_free(busy);
+    CHECK_RC(rlock_mutex_unlock(busy_other), RLOCK_OK);
+    rlock_mutex_free(busy_other);
+    rlock_client_close(c);
+    rlock_client_close(other);
+    rt_server_stop(s);
+}
+
+/*
  * A wait on the loop for a lock another client holds ends at its own
  * deadline (by the loop's timer), with RLOCK_ETIMEDOUT, the loop turning
  * all the while.
