@@ -403,15 +403,16 @@ static void floor_connected(const redisAsyncContext *ac, int status)
 static redisAsyncContext *floor_async(const char *url)
 {
     char host[256], path[256];
-    int port = 6379;
+    int port;
     redisAsyncContext *ac = NULL;
 
-    if (strncmp(url, "unix://", 7) == 0) {
-        snprintf(path, sizeof path, "%s", url + 7);
-        path[strcspn(path, "?")] = '\0';
+    switch (floor_where(url, host, &port, path)) {
+    case FLOOR_UNIX:
         ac = redisAsyncConnectUnix(path);
-    } else if (sscanf(url, "redis://%255[^:/]:%d", host, &port) >= 1) {
+        break;
+    case FLOOR_TCP:
         ac = redisAsyncConnect(host, port);
+        break;
     }
     if (!ac || ac->err) {
         fprintf(stderr, "rlock-bench: async: floor: cannot connect to %s\n",

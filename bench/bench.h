@@ -40,6 +40,10 @@ double bench_quantile(double *v, size_t n, double q);
 /* A raw connection to url (redis:// or unix://), with the floor's
  * compare-and-delete script loaded; NULL after a message on stderr. */
 redisContext *floor_connect(const char *url);
+/* Where url points, for hiredis: FLOOR_UNIX (path), FLOOR_TCP (host and
+ * port), or 0 (neither: not a URL the floor reads). */
+enum { FLOOR_UNIX = 1, FLOOR_TCP };
+int floor_where(const char *url, char host[256], int *port, char path[256]);
 /* SET key token NX PX 30000, then the compare-and-delete script: the two
  * round trips every lock needs. Returns 0, or -1 on any failure. */
 int floor_pair(redisContext *ctx, const char *key, const char *token);

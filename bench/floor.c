@@ -17,19 +17,31 @@ static const char release_lua[] =
 
 static char release_sha[41];
 
+int floor_where(const char *url, char host[256], int *port, char path[256])
+{
+    *port = 6379;
+    if (strncmp(url, "unix://", 7) == 0) {
+        snprintf(path, 256, "%s", url + 7);
+        path[strcspn(path, "?")] = '\0';
+        return FLOOR_UNIX;
+    }
+    return sscanf(url, "redis://%255[^:/]:%d", host, port) >= 1 ? FLOOR_TCP : 0;
+}
+
 redisContext *floor_connect(const char *url)
 {
     char host[256], path[256];
-    int port = 6379;
+    int port;
     redisContext *ctx = NULL;
     redisReply *r;
 
-    if (strncmp(url, "unix://", 7) == 0) {
-        snprintf(path, sizeof path, "%s", url + 7);
-        path[strcspn(path, "?")] = '\0';
+    switch (floor_where(url, host, &port, path)) {
+    case FLOOR_UNIX:
         ctx = redisConnectUnix(path);
-    } else if (sscanf(url, "redis://%255[^:/]:%d", host, &port) >= 1) {
+        break;
+    case FLOOR_TCP:
         ctx = redisConnect(host, port);
+        break;
     }
     if (!ctx || ctx->err) {
         fprintf(stderr, "rlock-bench: floor: cannot connect to %s%s%s\n", url,

@@ -238,6 +238,31 @@ static void lost_cb(rlock_mutex *m, void *arg)
     s->status = pthread_equal(pthread_self(), loop_thread);
 }
 
+/* A client on loop p whose watchdog leases last lease_ms, and a handle
+ * of name that holds it, its losses counted in lost. */
+static rlock_async_mutex *held_on_a_loop(rt_server *s, rt_aloop *p,
+                                         int lease_ms, const char *name,
+                                         seen *lost, rlock_async **a)
+{
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async_mutex *m;
+    int err;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = lease_ms;
+    CHECK((*a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    rt_al_attach(p, *a);
+    memset(lost, 0, sizeof *lost);
+    rlock_mutex_opts_init(&mo);
+    mo.on_lost = lost_cb;
+    mo.on_lost_arg = lost;
+    loop_thread = pthread_self();
+    CHECK((m = rlock_async_mutex_new(*a, name, &mo, &err)) != NULL);
+    CHECK_RC(al_lock(p, m, 0, NULL), RLOCK_OK);
+    return m;
+}
+
 /*
  * on_lost on the loop: a hold whose key is deleted behind its back is
  * reported by the next renewal, on the loop's thread, naming its handle;
@@ -246,25 +271,12 @@ static void lost_cb(rlock_mutex *m, void *arg)
 TEST(async_on_lost_comes_on_the_loop)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_client_opts co;
-    rlock_mutex_opts mo;
     rlock_async *a;
     rlock_async_mutex *m;
     seen lost;
     rt_aloop p;
-    int err;
 
-    rlock_client_opts_init(&co);
-    co.watchdog_lease_ms = 300;
-    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
-    rt_al_attach(&p, a);
-    memset(&lost, 0, sizeof lost);
-    rlock_mutex_opts_init(&mo);
-    mo.on_lost = lost_cb;
-    mo.on_lost_arg = &lost;
-    loop_thread = pthread_self();
-    CHECK((m = rlock_async_mutex_new(a, "as-lost", &mo, &err)) != NULL);
-    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    m = held_on_a_loop(s, &p, 300, "as-lost", &lost, &a);
     CHECK_INT(rt_cmd_int(s, "DEL {rlock:as-lost}"), ==, 1);
     rt_al_until(&p, &lost.calls, 3000);
     rt_al_for(&p, 300);
@@ -286,8 +298,6 @@ TEST(async_on_lost_comes_on_the_loop)
 TEST(async_lease_left_says_what_the_client_counts)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_client_opts co;
-    rlock_mutex_opts mo;
     rlock_async *a;
     rlock_async_mutex *m, *other;
     seen lost;
@@ -295,18 +305,8 @@ TEST(async_lease_left_says_what_the_client_counts)
     int64_t left = 0;
     int err;
 
-    rlock_client_opts_init(&co);
-    co.watchdog_lease_ms = 600;
-    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
-    rt_al_attach(&p, a);
-    memset(&lost, 0, sizeof lost);
-    rlock_mutex_opts_init(&mo);
-    mo.on_lost = lost_cb;
-    mo.on_lost_arg = &lost;
-    loop_thread = pthread_self();
-    CHECK((m = rlock_async_mutex_new(a, "as-left", &mo, &err)) != NULL);
+    m = held_on_a_loop(s, &p, 600, "as-left", &lost, &a);
     CHECK((other = rlock_async_mutex_new(a, "as-left", NULL, &err)) != NULL);
-    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
     CHECK_RC(rlock_async_lease_left(m, &left), RLOCK_OK);
     CHECK(left > 0 && left <= 600);
     CHECK_RC(rlock_async_lease_left(other, &left), RLOCK_ENOTOWNER);

@@ -254,6 +254,13 @@ int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call);
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,
                        rlock__results *res, rlock__call *call);
 
+/* Opens a connection to n, with its handshake, by deadline_ns, into its
+ * pool (a backend's open: a wrong URL or password fails there). RLOCK_OK,
+ * or the error, its detail in call; *sent (if not NULL) says whether
+ * anything reached the server. */
+int rlock__node_connect_now(rlock__node *n, int64_t deadline_ns,
+                            rlock__call *call, int *sent);
+
 /* The connection settings of c's nodes, from c's options. */
 void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg);
 /* Sets c's TLS (a context every connection uses) from opts, which a URL

@@ -229,6 +229,23 @@ int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,
     return RLOCK__ROUTE_DONE;
 }
 
+int rlock__node_connect_now(rlock__node *n, int64_t deadline_ns,
+                            rlock__call *call, int *sent)
+{
+    rlock__results res;
+    int rc;
+
+    if (rlock__nodes_connect(&n, 1, deadline_ns, &res) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    rc = res.r[0].rc;
+    if (sent)
+        *sent = res.r[0].sent;
+    if (rc != RLOCK_OK)
+        rlock__fail(call, rc, "%s", res.r[0].err.msg);
+    rlock__results_free(&res);
+    return rc;
+}
+
 void rlock__node_cfg_of(const rlock_client *c, rlock__node_cfg *cfg)
 {
     memset(cfg, 0, sizeof *cfg);

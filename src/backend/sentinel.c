@@ -269,10 +269,15 @@ static int fresh_address(rlock_client *c, rlock__call *call)
 
 /* A failure to reach the master before anything was sent: the sentinels
  * may know better now. */
+static int unreached_rc(int rc)
+{
+    return rc == RLOCK_ECONNECT || rc == RLOCK_ENOREPLY || rc == RLOCK_EIO ||
+           rc == RLOCK_EUNAVAILABLE;
+}
+
 static int unreached(const rlock__result *r)
 {
-    return !r->sent && (r->rc == RLOCK_ECONNECT || r->rc == RLOCK_ENOREPLY ||
-                        r->rc == RLOCK_EIO || r->rc == RLOCK_EUNAVAILABLE);
+    return !r->sent && unreached_rc(r->rc);
 }
 
 /* A request goes where the sentinels said last; if the master could not
@@ -324,7 +329,7 @@ static int open_sentinel(rlock_client *c, const char *url,
                          const rlock_client_opts *opts, rlock__call *call)
 {
     rlock_client_opts eff = *opts;
-    rlock__results res;
+    int sent = 0;
     rlock__url tls;
     sentinel *s = calloc(1, sizeof *s);
     char *rest = NULL;
@@ -374,25 +379,18 @@ static int open_sentinel(rlock_client *c, const char *url,
      * sentinel asked, then the master, within the connect timeout. */
     if ((rc = resolve(c, call)) != RLOCK_OK)
         return rc;
-    if (rlock__nodes_connect(&s->node, 1,
-                             rlock__call_until(call, opts->connect_timeout_ms),
-                             &res) != RLOCK_OK)
-        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
-    if (res.r[0].rc != RLOCK_OK && unreached(&res.r[0])) {
+    rc = rlock__node_connect_now(
+        s->node, rlock__call_until(call, opts->connect_timeout_ms), call,
+        &sent);
+    if (rc != RLOCK_OK && !sent && unreached_rc(rc)) {
         /* The sentinels may not have noticed a failover yet: once more. */
-        suspect(c, res.r[0].rc);
-        rlock__results_free(&res);
+        suspect(c, rc);
         if ((rc = resolve(c, call)) != RLOCK_OK)
             return rc;
-        if (rlock__nodes_connect(
-                &s->node, 1, rlock__call_until(call, opts->connect_timeout_ms),
-                &res) != RLOCK_OK)
-            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+        rc = rlock__node_connect_now(
+            s->node, rlock__call_until(call, opts->connect_timeout_ms), call,
+            NULL);
     }
-    rc = res.r[0].rc;
-    if (rc != RLOCK_OK)
-        rlock__fail(call, rc, "%s", res.r[0].err.msg);
-    rlock__results_free(&res);
     return rc;
 }
 

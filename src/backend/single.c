@@ -25,7 +25,6 @@ static int open_single(rlock_client *c, const char *url,
                        const rlock_client_opts *opts, rlock__call *call)
 {
     rlock_client_opts eff = *opts;
-    rlock__results res;
     single *s = calloc(1, sizeof *s);
     int rc;
 
@@ -66,15 +65,8 @@ static int open_single(rlock_client *c, const char *url,
      * timeout alone (but for an event loop's client). */
     if (c->lazy)
         return RLOCK_OK;
-    if (rlock__nodes_connect(&s->node, 1,
-                             rlock__after_ms(opts->connect_timeout_ms),
-                             &res) != RLOCK_OK)
-        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
-    rc = res.r[0].rc;
-    if (rc != RLOCK_OK)
-        rlock__fail(call, rc, "%s", res.r[0].err.msg);
-    rlock__results_free(&res);
-    return rc;
+    return rlock__node_connect_now(
+        s->node, rlock__after_ms(opts->connect_timeout_ms), call, NULL);
 }
 
 static void close_single(rlock_client *c)

@@ -37,6 +37,8 @@ void rlock__loop_begin(rlock__loop *l)
     l->hooks.watch(l->hooks.arg, l->ring[0], POLLIN);
 }
 
+static void forget_conn(rlock__loop *l, int fd);
+
 void rlock__loop_forget(rlock__loop *l)
 {
     int i;
@@ -44,6 +46,7 @@ void rlock__loop_forget(rlock__loop *l)
     /* Unwatched before anything is closed. */
     for (i = 0; i < l->nset; i++) {
         l->hooks.watch(l->hooks.arg, l->set[i].fd, 0);
+        forget_conn(l, l->set[i].fd);
         if (l->set[i].fd >= 0 && l->set[i].fd < l->capfd)
             l->fds[l->set[i].fd].now = 0;
     }
@@ -260,6 +263,16 @@ static int fd_room(rlock__loop *l, int fd)
     return 1;
 }
 
+/* fd is no longer watched: its connection need not tell the loop when
+ * it closes. */
+static void forget_conn(rlock__loop *l, int fd)
+{
+    if (fd >= 0 && fd < l->capfd && l->fds[fd].conn) {
+        rlock__conn_on_close(l->fds[fd].conn, NULL, NULL);
+        l->fds[fd].conn = NULL;
+    }
+}
+
 /* The loop watches fd for ev (0: not at all) for t (NULL: the side's),
  * and is told if that changed. Out of memory, fd is not watched: its
  * round ends at its deadline. */
@@ -297,6 +310,18 @@ static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
     l->hooks.watch(l->hooks.arg, fd, ev);
     if (slot)
         l->fds[fd].now = ev;
+    if (ev == 0)
+        forget_conn(l, fd);
+}
+
+/* c, whose descriptor the loop watches, closes: unwatched first. */
+static void conn_closing(void *arg, rlock__conn *c)
+{
+    rlock__loop *l = arg;
+    int fd = rlock__conn_fd(c);
+
+    if (fd >= 0 && fd < l->capfd && l->fds[fd].conn == c)
+        rlock__loop_unwatch(l, fd);
 }
 
 /* What t's round waits for on each of its connections, watched. */
@@ -306,12 +331,19 @@ static void watch_task(rlock__loop *l, rlock__task *t)
 
     for (i = 0; i < t->n; i++) {
         rlock__conn *c = t->io->conns[i];
-        if (c)
-            watch_fd(l, rlock__conn_fd(c),
-                     rlock__conn_settled(c, t->io->want[i])
-                         ? 0
-                         : rlock__conn_events(c),
-                     t);
+        int fd;
+        if (!c)
+            continue;
+        fd = rlock__conn_fd(c);
+        watch_fd(l, fd,
+                 rlock__conn_settled(c, t->io->want[i]) ? 0
+                                                        : rlock__conn_events(c),
+                 t);
+        if (fd >= 0 && fd < l->capfd && l->fds[fd].now != 0 &&
+            l->fds[fd].conn != c) {
+            l->fds[fd].conn = c;
+            rlock__conn_on_close(c, conn_closing, l);
+        }
     }
 }
 
@@ -321,6 +353,7 @@ void rlock__loop_unwatch(rlock__loop *l, int fd)
 
     if (fd >= 0 && fd < l->capfd) {
         l->fds[fd].task = NULL;
+        forget_conn(l, fd);
         if (l->fds[fd].now == 0)
             return; /* not watched */
         l->fds[fd].now = 0;
@@ -343,9 +376,17 @@ static void round_over(rlock__loop *l, rlock__task *t)
 {
     int i;
 
-    for (i = 0; i < t->n; i++)
-        if (t->io->conns[i])
-            rlock__loop_unwatch(l, rlock__conn_fd(t->io->conns[i]));
+    for (i = 0; i < t->n; i++) {
+        int fd;
+        if (!t->io->conns[i])
+            continue;
+        fd = rlock__conn_fd(t->io->conns[i]);
+        if (fd >= 0 && fd < l->capfd && l->fds[fd].conn == t->io->conns[i] &&
+            l->fds[fd].now == POLLIN)
+            l->fds[fd].task = NULL; /* kept watched for the next request */
+        else
+            rlock__loop_unwatch(l, fd);
+    }
     rlock__bexec_after(&t->io->b);
     /* Nothing of the round is the task's any more. */
     t->state = T_STEP;
@@ -375,6 +416,17 @@ static void io_over(rlock__task *t)
     t->n = 0;
 }
 
+/* What t's round queued on its connections is written at once where a
+ * socket takes it: the loop then watches for the replies alone. */
+static void flush(rlock__task *t)
+{
+    int i;
+
+    for (i = 0; i < t->n; i++)
+        if (t->io->conns[i] && (rlock__conn_events(t->io->conns[i]) & POLLOUT))
+            rlock__conn_flush(t->io->conns[i]);
+}
+
 /* The next round of t's request (T_ROUND or T_PAUSE), or 0: the request
  * is over and the op is stepped. */
 static int next_round(rlock__loop *l, rlock__task *t)
@@ -390,6 +442,7 @@ static int next_round(rlock__loop *l, rlock__task *t)
             park(l, t);
             return 1;
         }
+        flush(t);
         if (!round_settled(t)) {
             t->state = T_ROUND;
             park(l, t);
@@ -678,6 +731,11 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
             if (t->io->conns[i] && rlock__conn_fd(t->io->conns[i]) == fd)
                 rlock__conn_io(t->io->conns[i], revents);
     } else {
+        /* A pooled connection with no round on it (what came is read
+         * when it is taken, or by the pool's look at what it owes): no
+         * longer watched. */
+        if (fd >= 0 && fd < l->capfd && l->fds[fd].conn && !l->fds[fd].task)
+            rlock__loop_unwatch(l, fd);
         t = NULL;
     }
     pass(l, t);

@@ -81,11 +81,16 @@ struct rlock__loop {
     int nside;
     int64_t timer_due; /* the timer asked for (0: none) */
     /* By a descriptor's number: the task whose round watches it (what
-     * readiness is for, without a look at every task) and the events the
-     * loop watches it for now. A watch changes when its task's round
-     * does, at the cost of that task's connections alone. */
+     * readiness is for, without a look at every task), the events the
+     * loop watches it for now, and the pooled connection it is while
+     * watched (which tells the loop before it closes). A watch changes
+     * when its task's round does, at the cost of that task's connections
+     * alone; a connection's watch for replies outlives the round, so that
+     * the next request on it changes nothing, until a readiness comes
+     * with no round on it or the connection closes. */
     struct rlock__fdslot {
         rlock__task *task;
+        rlock__conn *conn;
         short now;
     } * fds;
     int capfd;

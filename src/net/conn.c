@@ -43,6 +43,9 @@
 
 struct rlock__conn {
     int fd;
+    /* Told before the descriptor closes (rlock__conn_on_close). */
+    void (*on_close)(void *arg, rlock__conn *c);
+    void *on_close_arg;
     const rlock__transport *t;
     void *tdata;
     int connecting; /* the TCP or unix connect is still in progress */
@@ -606,6 +609,8 @@ void rlock__conn_close(rlock__conn *c)
 
     if (!c)
         return;
+    if (c->on_close)
+        c->on_close(c->on_close_arg, c);
     c->t->release(c);
     if (c->fd >= 0)
         close(c->fd);
@@ -949,6 +954,18 @@ int rlock__conn_io(rlock__conn *c, short revents)
 {
     (void)revents; /* each step finds out for itself what it can do */
     return step(c, 1);
+}
+
+int rlock__conn_flush(rlock__conn *c)
+{
+    return step(c, 0);
+}
+
+void rlock__conn_on_close(rlock__conn *c, void (*fn)(void *arg, rlock__conn *c),
+                          void *arg)
+{
+    c->on_close = fn;
+    c->on_close_arg = arg;
 }
 
 /* The blocking driver's wait on one connection that has written all it

@@ -135,6 +135,19 @@ int rlock__conn_append(rlock__conn *c, int argc, const char **argv,
  */
 int rlock__conn_io(rlock__conn *c, short revents);
 
+/* As rlock__conn_io(c, 0), writing only: what is queued goes now if the
+ * socket takes it, and no read is tried (a reply cannot have come yet:
+ * the readiness of the descriptor says when it does). A loop that starts
+ * a round then watches for replies alone, a system call and a turn less
+ * than watching for writability first. */
+int rlock__conn_flush(rlock__conn *c);
+
+/* fn(arg, c) is called when c is closed, before its descriptor is (a loop
+ * that still watches it forgets it first, whoever closes it); NULL: no
+ * longer. */
+void rlock__conn_on_close(rlock__conn *c, void (*fn)(void *arg, rlock__conn *c),
+                          void *arg);
+
 /* Moves the oldest complete reply not taken into *out (the caller frees
  * it with freeReplyObject) and returns 1; 0 if none is ready. Replies
  * given up with rlock__conn_discard are dropped, never returned. */

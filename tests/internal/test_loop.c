@@ -30,6 +30,7 @@ typedef struct test_loop {
     int64_t due;
     int64_t longest_ns; /* the longest turn's work */
     int turns;
+    int watches; /* calls that watch a descriptor (for events, not 0) */
 } test_loop;
 
 static void tl_watch(void *arg, int fd, short events)
@@ -48,6 +49,7 @@ static void tl_watch(void *arg, int fd, short events)
             p->fds[i] = p->fds[--p->n];
         return;
     }
+    p->watches++;
     if (i == p->n) {
         CHECK(p->n < FDS_MAX);
         p->n++;
@@ -586,6 +588,76 @@ typedef struct lost_seen {
     pthread_t thread;
     int64_t at;
 } lost_seen;
+
+/*
+ * A pooled connection's watch for replies outlives its request: the
+ * requests after it on the same connection change no watch (each would
+ * otherwise cost the loop two calls, and epoll two system calls). A
+ * connection the server closes while it is idle is unwatched when that
+ * readiness comes, once (no loop spinning on it), and every connection
+ * is unwatched before it closes (tl_watch checks the descriptor is still
+ * open).
+ */
+TEST(a_connection_stays_watched_between_requests_and_not_after_it_closes)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_client *c;
+    rlock_mutex *m;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    test_loop tl;
+    int err, i, watches, rc;
+    int64_t passes, t0;
+
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 20000;
+    CHECK((c = rlock_client_open(rt_server_url(s), &co, &err)) != NULL);
+    CHECK((m = rlock_mutex_new(c, "lp-keep", &mo, &err)) != NULL);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    CHECK_RC(loop_lock(&tl, l, m, 5000), RLOCK_OK);
+    CHECK_RC(loop_extend(&tl, l, m, 20000), RLOCK_OK);
+    watches = tl.watches;
+    for (i = 0; i < 20; i++)
+        CHECK_RC(loop_extend(&tl, l, m, 20000), RLOCK_OK);
+    printf("20 extensions on one connection: %d watch calls\n",
+           tl.watches - watches);
+    CHECK_INT(tl.watches - watches, <=, 2);
+    /* Between requests: the loop's ring and the idle connection (the
+     * subscriber is not made before a wait needs it). */
+    for (i = 0; i < 3; i++)
+        tl_turn(&tl, l);
+    CHECK_INT(tl.n, ==, 2);
+
+    /* The server closes it while it is idle. */
+    CHECK_INT(rt_cmd_int(s, "CLIENT KILL TYPE normal"), >=, 1);
+    passes = l->passes;
+    t0 = rlock__now_ns();
+    while (rlock__now_ns() - t0 < 300 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    printf("after the server closed it: %d watched, %lld passes in 300 ms\n",
+           tl.n, (long long)(l->passes - passes));
+    CHECK_INT(tl.n, ==, 1);
+    CHECK_INT(l->passes - passes, <, 50);
+    /* The pool finds it closed (the first request may be the one that
+     * does), and a new connection serves. */
+    rc = loop_extend(&tl, l, m, 20000);
+    if (rc != RLOCK_OK)
+        rc = loop_extend(&tl, l, m, 20000);
+    CHECK_RC(rc, RLOCK_OK);
+    CHECK_INT(tl.n, ==, 2);
+
+    rlock__loop_free(l);
+    CHECK_INT(tl.n, ==, 0);
+    CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_server_stop(s);
+}
 
 static void on_lost_seen(rlock_mutex *m, void *arg)
 {
