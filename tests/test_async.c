@@ -477,6 +477,60 @@ TEST(async_cancel_and_close_end_pending_calls)
     rt_server_stop(s);
 }
 
+/*
+ * A re-entry that waits for its hold's renewal to end (the watchdog's
+ * request is in flight, its answer held back) is canceled at once: the
+ * cancel does not spin until that wait's own call would have ended (the
+ * command timeout, 10 s here), and the hold is the holder's still.
+ */
+TEST(async_a_canceled_reentry_behind_a_renewal_ends_at_once)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    seen again;
+    rt_aloop p;
+    int err;
+    int64_t t0, took_ms;
+
+    rlock_client_opts_init(&co);
+    co.watchdog_lease_ms = 3000;
+    co.command_timeout_ms = 10000;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    CHECK((m = rlock_async_mutex_new(a, "as-quiet", NULL, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    /* The next renewal's answer is held back: the renewal stays in
+     * flight. */
+    rt_proxy_blackhole(px, RT_PROXY_TO_CLIENT);
+    t0 = rt_now_ms();
+    while (rt_proxy_pending(px, RT_PROXY_TO_CLIENT) == 0 &&
+           rt_now_ms() - t0 < 5000)
+        rt_al_turn(&p);
+    CHECK(rt_proxy_pending(px, RT_PROXY_TO_CLIENT) > 0);
+    memset(&again, 0, sizeof again);
+    CHECK_RC(rlock_async_lock(m, 5000, lock_cb, &again), RLOCK_OK);
+    rt_al_for(&p, 100);
+    CHECK_INT(again.calls, ==, 0);
+    t0 = rt_now_ms();
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    took_ms = rt_now_ms() - t0;
+    printf("the cancel took %lld ms\n", (long long)took_ms);
+    CHECK_INT(took_ms, <, 2000);
+    CHECK_INT(again.calls, ==, 1);
+    CHECK_RC(again.status, RLOCK_ECANCELED);
+    /* The renewal's answer comes: the first level is still held. */
+    rt_proxy_blackhole(px, 0);
+    rt_al_for(&p, 300);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-quiet}"), ==, 0);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}
+
 typedef struct other_thread {
     rlock_async *a;
     rlock_async_mutex *m;

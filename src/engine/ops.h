@@ -200,6 +200,12 @@ typedef struct rlock__wait_op {
 void rlock__wait_op_init(rlock__wait_op *s, rlock__call *call, rlock_mutex *m,
                          rlock__as owner, int64_t deadline_ns, int forever);
 int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot);
+/* The wait is canceled (stepped to its end by a driver that sends
+ * nothing more): every limit of its own has passed, the deadline, the
+ * bound of its steps and the deadline of the step under way (a quiet
+ * step then ends at once rather than when that step's own call would),
+ * and its sleep. */
+void rlock__wait_op_expire(rlock__wait_op *s);
 
 /* rlock__token (engine.h) as an op: the token into token. */
 typedef struct rlock__fence_op {

@@ -497,6 +497,14 @@ static int go(wait *s, step next, rlock__slot **slot)
     return rlock__wait_step(s, slot);
 }
 
+void rlock__wait_op_expire(rlock__wait_op *s)
+{
+    s->forever = 0;
+    s->deadline = s->bound = s->until = 1;
+    if (s->sub)
+        s->sub->one.deadline_ns = 1;
+}
+
 int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
 {
     rlock_client *c = s->m->c;

@@ -52,6 +52,7 @@ void rlock__loop_forget(rlock__loop *l)
     }
     l->nset = 0;
     l->nside = 0;
+    l->forgotten = 1;
 }
 
 void rlock__loop_unmake(rlock__loop *l)
@@ -274,8 +275,9 @@ static void forget_conn(rlock__loop *l, int fd)
 }
 
 /* The loop watches fd for ev (0: not at all) for t (NULL: the side's),
- * and is told if that changed. Out of memory, fd is not watched: its
- * round ends at its deadline. */
+ * and is told if that changed. Out of memory (no slot for fd, where a
+ * readiness would find its task), fd is not watched: its round ends at
+ * its deadline. */
 static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
 {
     short was;
@@ -283,7 +285,9 @@ static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
 
     if (fd < 0)
         return;
-    if (slot)
+    if (!slot)
+        ev = 0;
+    else
         l->fds[fd].task = t;
     was = slot ? l->fds[fd].now : events_in(l->set, l->nset, fd);
     if (was == ev)
@@ -549,7 +553,7 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
         if (t->call)
             t->call->deadline_ns = 1;
         if (t->wait)
-            t->wait->until = 1;
+            rlock__wait_op_expire(t->wait);
         what = t->step(t->op, &slot);
         if (what == RLOCK__STEP_DONE)
             break;
@@ -561,6 +565,11 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
     }
     t->state = T_STEP;
     t->done(t);
+    /* What the op left for the background (an undo of the canceled
+     * attempt kicks it) or a leg served meanwhile is due now: the timer
+     * is told (unless the loop is being freed). */
+    if (!l->forgotten)
+        rewatch(l);
 }
 
 void rlock__loop_start(rlock__loop *l, rlock__task *t)
@@ -587,6 +596,8 @@ static void rewatch(rlock__loop *l)
 
     if (l->nheap > 0)
         due = l->heap[0]->until > 0 ? l->heap[0]->until : 1;
+    if (l->rung)
+        due = 1; /* woken sleepers left for the next pass */
     for (t = l->tasks; t; t = t->next)
         if (t->until && (due == 0 || t->until < due))
             due = t->until;
@@ -697,9 +708,13 @@ static void pass(rlock__loop *l, rlock__task *touched)
         int i, n = 0;
         l->rung = 0;
         for (i = 0; i < l->nheap; i++)
-            if (l->heap[i]->state == T_SLEEP && woken(l->heap[i]) &&
-                grow_tasks(&l->woken, &l->capwoken, n + 1))
+            if (l->heap[i]->state == T_SLEEP && woken(l->heap[i])) {
+                if (!grow_tasks(&l->woken, &l->capwoken, n + 1)) {
+                    l->rung = 1; /* out of memory: the next pass */
+                    break;
+                }
                 l->woken[n++] = l->heap[i];
+            }
         for (i = 0; i < n; i++)
             if (l->woken[i]->heap_i >= 0 && l->woken[i]->state == T_SLEEP)
                 look(l, l->woken[i], now);

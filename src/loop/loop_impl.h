@@ -80,6 +80,7 @@ struct rlock__loop {
     watched side_set[2]; /* what the side watched at the last look */
     int nside;
     int64_t timer_due; /* the timer asked for (0: none) */
+    int forgotten;     /* rlock__loop_forget ran: the loop is told nothing */
     /* By a descriptor's number: the task whose round watches it (what
      * readiness is for, without a look at every task), the events the
      * loop watches it for now, and the pooled connection it is while

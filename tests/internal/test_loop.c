@@ -659,6 +659,69 @@ TEST(a_connection_stays_watched_between_requests_and_not_after_it_closes)
     rt_server_stop(s);
 }
 
+/*
+ * A wait canceled while its attempt is on the wire (taken in Redis, the
+ * answer held back) leaves an undo for the background, and the loop's
+ * timer is asked for it at once: the lock the canceled attempt took is
+ * given back now, not when the loop's next timer would have come.
+ */
+TEST(a_canceled_attempt_asks_the_timer_for_its_undo_at_once)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *p = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_client *c;
+    rlock_mutex *m;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    rlock__wait_op wait;
+    rlock__call call;
+    rlock__task t;
+    test_loop tl;
+    int err, done = 0;
+    int64_t t0;
+
+    tl_init(&tl, &hooks);
+    rlock_client_opts_init(&co);
+    co.command_timeout_ms = 5000;
+    CHECK((c = rlock_client_open(rt_proxy_url(p), &co, &err)) != NULL);
+    CHECK((m = rlock_mutex_new(c, "lp-undo", NULL, &err)) != NULL);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    rt_proxy_blackhole(p, RT_PROXY_TO_CLIENT);
+    rlock__call_begin(&call, m);
+    rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
+                        rlock__after_ms(4000), 0);
+    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait, &done);
+    t.wait = &wait;
+    rlock__loop_start(l, &t);
+    t0 = rlock__now_ns();
+    while (rt_cmd_int(s, "EXISTS {rlock:lp-undo}") == 0 &&
+           rlock__now_ns() - t0 < 5000 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:lp-undo}"), ==, 1);
+    CHECK(!done);
+    rlock__loop_cancel(l, &t);
+    CHECK(done);
+    CHECK(wait.rc != RLOCK_OK);
+    printf("after the cancel the timer is due in %lld us\n",
+           (long long)((tl.due - rlock__now_ns()) / 1000));
+    CHECK(tl.due != 0);
+    CHECK(tl.due <= rlock__now_ns());
+    /* The answers come; the undo gives the lock back. */
+    rt_proxy_blackhole(p, 0);
+    t0 = rlock__now_ns();
+    while (rt_cmd_int(s, "EXISTS {rlock:lp-undo}") == 1 &&
+           rlock__now_ns() - t0 < 5000 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:lp-undo}"), ==, 0);
+
+    rlock__loop_free(l);
+    rlock_mutex_free(m);
+    rlock_client_close(c);
+    rt_proxy_stop(p);
+    rt_server_stop(s);
+}
+
 static void on_lost_seen(rlock_mutex *m, void *arg)
 {
     lost_seen *ls = arg;
