@@ -125,6 +125,18 @@ static void turn_until(test_loop *tl, rlock__loop *l, const int *flag, int ms)
         tl_turn(tl, l);
 }
 
+/* t set up to wait for m as owner for up to ms (its op wait, its call
+ * call), done set when it ends. */
+static void wait_task(rlock__task *t, rlock__wait_op *wait, rlock__call *call,
+                      rlock_mutex *m, rlock__as owner, int ms, int *done)
+{
+    rlock__call_begin(call, m);
+    rlock__wait_op_init(wait, call, m, owner, rlock__after_ms(ms), 0);
+    task_init(t, m, call, (rlock__step_fn)rlock__wait_step, wait, done);
+    t->owner = owner;
+    t->wait = wait;
+}
+
 /* Takes m as the calling thread with a wait on the loop (a client whose
  * background the loop drives takes no lock with the blocking API). */
 static int loop_lock(test_loop *tl, rlock__loop *l, rlock_mutex *m, int ms)
@@ -134,11 +146,7 @@ static int loop_lock(test_loop *tl, rlock__loop *l, rlock_mutex *m, int ms)
     rlock__task t;
     int done = 0;
 
-    rlock__call_begin(&call, m);
-    rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
-                        rlock__after_ms(ms), 0);
-    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait, &done);
-    t.wait = &wait;
+    wait_task(&t, &wait, &call, m, rlock__as_thread(), ms, &done);
     rlock__loop_start(l, &t);
     turn_until(tl, l, &done, ms + 5000);
     CHECK(done);
@@ -374,13 +382,8 @@ TEST(a_readiness_looks_at_its_own_task_and_not_at_every_one)
     CHECK((w = calloc(SLEEPERS + ROUNDS_AT_ONCE, sizeof *w)) != NULL);
     for (i = 0; i < SLEEPERS; i++) {
         CHECK((w[i].o = rlock_owner_new(&err)) != NULL);
-        rlock__call_begin(&w[i].call, busy);
-        rlock__wait_op_init(&w[i].op.wait, &w[i].call, busy,
-                            rlock__as_owner(w[i].o), rlock__after_ms(60000), 0);
-        task_init(&w[i].t, busy, &w[i].call, (rlock__step_fn)rlock__wait_step,
-                  &w[i].op.wait, &w[i].acquired);
-        w[i].t.owner = rlock__as_owner(w[i].o);
-        w[i].t.wait = &w[i].op.wait;
+        wait_task(&w[i].t, &w[i].op.wait, &w[i].call, busy,
+                  rlock__as_owner(w[i].o), 60000, &w[i].acquired);
         rlock__loop_start(l, &w[i].t);
     }
     t0 = rlock__now_ns();
@@ -396,13 +399,8 @@ TEST(a_readiness_looks_at_its_own_task_and_not_at_every_one)
         snprintf(name, sizeof name, "looks-%d", i);
         CHECK((m[i] = rlock_mutex_new(c, name, NULL, &err)) != NULL);
         CHECK((x->o = rlock_owner_new(&err)) != NULL);
-        rlock__call_begin(&x->call, m[i]);
-        rlock__wait_op_init(&x->op.wait, &x->call, m[i], rlock__as_owner(x->o),
-                            rlock__after_ms(60000), 0);
-        task_init(&x->t, m[i], &x->call, (rlock__step_fn)rlock__wait_step,
-                  &x->op.wait, &done[i]);
-        x->t.owner = rlock__as_owner(x->o);
-        x->t.wait = &x->op.wait;
+        wait_task(&x->t, &x->op.wait, &x->call, m[i], rlock__as_owner(x->o),
+                  60000, &done[i]);
     }
     passes = l->passes;
     looks = l->looks;
@@ -688,11 +686,7 @@ TEST(a_canceled_attempt_asks_the_timer_for_its_undo_at_once)
     CHECK((m = rlock_mutex_new(c, "lp-undo", NULL, &err)) != NULL);
     CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
     rt_proxy_blackhole(p, RT_PROXY_TO_CLIENT);
-    rlock__call_begin(&call, m);
-    rlock__wait_op_init(&wait, &call, m, rlock__as_thread(),
-                        rlock__after_ms(4000), 0);
-    task_init(&t, m, &call, (rlock__step_fn)rlock__wait_step, &wait, &done);
-    t.wait = &wait;
+    wait_task(&t, &wait, &call, m, rlock__as_thread(), 4000, &done);
     rlock__loop_start(l, &t);
     t0 = rlock__now_ns();
     while (rt_cmd_int(s, "EXISTS {rlock:lp-undo}") == 0 &&
