@@ -91,7 +91,12 @@ typedef struct rlock_async_mutex rlock_async_mutex;
  * The library always says 0 for a descriptor before it closes it, so a
  * loop never watches a closed descriptor (epoll forgets one, libuv
  * forbids it) and a number that comes back for a new descriptor is new
- * to the loop.
+ * to the loop. Readiness is level-triggered: the loop reports fd ready
+ * (rlock_async_ready) on every turn while it is, as libevent, libuv,
+ * libev and poll(2) do by default; a loop that reports an edge only
+ * once must not be used. A descriptor may stay watched between calls (a
+ * pooled connection waiting for its next request): the library unwatches
+ * it when a readiness comes with nothing waiting on it.
  *
  * timer: call rlock_async_timeout once after_ms milliseconds have passed
  * (0: as soon as the loop can, on its next turn), instead of any time
