@@ -27,11 +27,57 @@ static void free_mutex(rlock_mutex *m)
 {
     int i;
 
-    for (i = 0; i < RLOCK__KEYS_MAX; i++)
-        free(m->keys[i]);
-    free(m->channel);
+    if (!m->packed) {
+        for (i = 0; i < RLOCK__KEYS_MAX; i++)
+            free(m->keys[i]);
+        free(m->channel);
+    }
     free(m->name);
     free(m);
+}
+
+/* Appends n bytes of s and a NUL at *p: where they went. */
+static char *put(char **p, const char *s, size_t n)
+{
+    char *at = *p;
+
+    memcpy(at, s, n);
+    at[n] = '\0';
+    *p += n + 1;
+    return at;
+}
+
+/* The name, the layout's keys and its channel moved into one allocation
+ * (m->packed): a handle costs one block rather than six, which counts
+ * when a loop keeps 100,000 of them. Out of memory, they stay as they
+ * are. */
+static void pack_names(rlock_mutex *m)
+{
+    size_t total = m->name_len + 1;
+    char *block, *p;
+    int i;
+
+    for (i = 0; i < m->nkeys; i++)
+        total += m->key_lens[i] + 1;
+    if (m->channel)
+        total += m->channel_len + 1;
+    if (!(block = malloc(total)))
+        return;
+    p = block;
+    put(&p, m->name, m->name_len);
+    free(m->name);
+    m->name = block;
+    for (i = 0; i < m->nkeys; i++) {
+        char *k = put(&p, m->keys[i], m->key_lens[i]);
+        free(m->keys[i]);
+        m->keys[i] = k;
+    }
+    if (m->channel) {
+        char *ch = put(&p, m->channel, m->channel_len);
+        free(m->channel);
+        m->channel = ch;
+    }
+    m->packed = 1;
 }
 
 static int check_opts(rlock__call *call, const rlock_client *c,
@@ -128,6 +174,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
             &call, c, NULL, rlock__fail(&call, RLOCK_ENOMEM, "out of memory"));
         return NULL;
     }
+    pack_names(m);
     if (opts->lease_ms > 0) {
         pthread_mutex_lock(&c->mu);
         if (opts->lease_ms < c->shortest_lease_ms)

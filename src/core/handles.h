@@ -145,6 +145,8 @@ struct rlock_mutex {
     int callbacks;
     /* The rlock_async_mutex around it (api/async.c), or NULL. */
     void *outer;
+    /* name, keys and channel are one allocation, at name (api/mutex.c). */
+    int packed;
 };
 
 #endif
