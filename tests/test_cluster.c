@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness/aloop.h"
+#include "harness/fake_server.h"
 #include "harness/test.h"
 
 #define NODES 3
@@ -862,5 +863,44 @@ TEST(async_on_cluster)
 {
     rt_async_deployment("cluster", start_cluster(), NULL, 1000,
                         cluster_take_away, NULL);
+    stop_cluster();
+}
+
+/*
+ * A loop never waits for a cluster node asked for the slot map. The
+ * first seed accepts connections and answers nothing: rlock_async_open
+ * returns at once, and the first lock asks that seed for its connect
+ * timeout, then the next, as exchanges the loop waits for like any
+ * other. (Read inside the request's routing, as before, the map held the
+ * loop for the connect timeout at open.) With no node that answers, the
+ * lock fails naming the last.
+ */
+TEST(async_on_cluster_never_waits_for_a_node)
+{
+    rt_fake *silent = rt_fake_start(RT_FAKE_SILENT, 1);
+    const char *real = start_cluster(), *fport;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    char u[320], msg[512];
+    rt_aloop p;
+
+    fport = strrchr(rt_fake_url(silent), ':') + 1;
+    snprintf(u, sizeof u, "redis-cluster://127.0.0.1:%s,%s", fport,
+             real + strlen("redis-cluster://"));
+    a = rt_async_past_a_silent_node(&p, "cluster", u, "clu-loop", 600, &m);
+    CHECK(node_with("{rlock:clu-loop}") >= 0);
+    CHECK_RC(rt_al_unlock(&p, m), RLOCK_OK);
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    CHECK_INT(p.n, ==, 0);
+
+    /* Only the silent seed: the lock fails on time, the loop free. */
+    snprintf(u, sizeof u, "redis-cluster://127.0.0.1:%s", fport);
+    CHECK_RC(rt_async_nobody_answers(&p, "cluster", u, "clu-loop", 600, msg,
+                                     sizeof msg),
+             RLOCK_ECONNECT);
+    CHECK(strstr(msg, "answered CLUSTER SLOTS") != NULL);
+    CHECK(strstr(msg, fport) != NULL);
+    rt_fake_stop(silent);
     stop_cluster();
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness/aloop.h"
+#include "harness/fake_server.h"
 #include "harness/test.h"
 
 static rt_server *servers[3]; /* the master first, then two replicas */
@@ -692,5 +693,61 @@ TEST(async_on_sentinel)
 {
     rt_async_deployment("sentinel", start_deployment(), NULL, 1000,
                         sentinel_take_away, NULL);
+    stop_deployment();
+}
+
+/*
+ * A loop never waits for a sentinel. The first sentinel named accepts
+ * connections and answers nothing: rlock_async_open returns at once, the
+ * first lock asks that sentinel for its connect timeout, then the next,
+ * all as exchanges the loop waits for like any other, and no turn of
+ * the loop takes long. (Asked inside the request's routing, as before,
+ * the open and the first lock each held the loop for the connect
+ * timeout.) With no sentinel that answers, the lock fails naming each.
+ */
+TEST(async_on_sentinel_never_waits_for_a_sentinel)
+{
+    rt_fake *silent = rt_fake_start(RT_FAKE_SILENT, 1);
+    const char *real = start_deployment(), *fport;
+    rlock_client_opts o;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    rlock_client *c;
+    rlock_mutex *bm;
+    char u[320], msg[512];
+    rt_aloop p;
+    int err, dead = rt_free_port();
+
+    fport = strrchr(rt_fake_url(silent), ':') + 1;
+    snprintf(u, sizeof u, "redis-sentinel://127.0.0.1:%s,%s", fport,
+             real + strlen("redis-sentinel://"));
+    a = rt_async_past_a_silent_node(&p, "sentinel", u, "sent-loop", 600, &m);
+    CHECK_INT(rt_cmd_int(servers[0], "EXISTS {rlock:sent-loop}"), ==, 1);
+    /* A blocking client on the same URL sees it held. */
+    rlock_client_opts_init(&o);
+    o.connect_timeout_ms = 600;
+    c = rt_client(u, &o);
+    bm = rt_mutex(c, "sent-loop", NULL);
+    CHECK_RC(rlock_mutex_trylock(bm), RLOCK_EBUSY);
+    CHECK_RC(rt_al_unlock(&p, m), RLOCK_OK);
+    CHECK_RC(rlock_mutex_trylock(bm), RLOCK_OK);
+    CHECK_RC(rlock_mutex_unlock(bm), RLOCK_OK);
+    rlock_mutex_free(bm);
+    rlock_client_close(c);
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    CHECK_INT(p.n, ==, 0);
+
+    /* No sentinel answers: the lock fails, naming both, on time. */
+    snprintf(u, sizeof u, "redis-sentinel://127.0.0.1:%s,127.0.0.1:%d/mymaster",
+             fport, dead);
+    err = rt_async_nobody_answers(&p, "sentinel", u, "sent-loop", 600, msg,
+                                  sizeof msg);
+    CHECK(err == RLOCK_ECONNECT || err == RLOCK_ENOREPLY);
+    CHECK(strstr(msg, "no sentinel named the master 'mymaster'") != NULL);
+    CHECK(strstr(msg, fport) != NULL);
+    snprintf(u, sizeof u, "127.0.0.1:%d", dead);
+    CHECK(strstr(msg, u) != NULL);
+    rt_fake_stop(silent);
     stop_deployment();
 }

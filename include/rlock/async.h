@@ -124,11 +124,10 @@ typedef struct rlock_async_hooks {
  * redis-sentinel://, redis-cluster://, a Redlock list) with opts (NULL:
  * defaults; the same options as rlock_client_open). Returns at once:
  * nothing is connected until the first call on the loop, so a wrong
- * address or password shows as the first call's error. (For a Sentinel
- * or Cluster URL, where the master or the slots are is still asked once
- * here, blocking by the connect timeout.) NULL with *err (may be NULL) on
- * failure: RLOCK_EINVAL (malformed URL or option), RLOCK_ENOMEM, or what
- * rlock_client_open returns for the discovery above. Free it with
+ * address or password shows as the first call's error. (A Sentinel URL's
+ * sentinels and a Cluster URL's slot map are asked for on the loop too,
+ * by the first call.) NULL with *err (may be NULL) on
+ * failure: RLOCK_EINVAL (malformed URL or option) or RLOCK_ENOMEM. Free it with
  * rlock_async_close.
  */
 /* (One line from the name on: the tools that list the API read it so.) */

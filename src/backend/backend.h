@@ -58,11 +58,18 @@
  * redirection count, a pause that grows). A backend routes a request in
  * steps, route then routed after each exchange, so that whoever drives
  * the exchanges (rlock__backend_exec blocking in poll, an event loop from
- * its callbacks) runs the same routing. Asking a deployment where its
- * master or slot is now (Sentinel's sentinels, a cluster's CLUSTER SLOTS)
- * is still done inside route and routed, blocking, by the deadline.
+ * its callbacks) runs the same routing. A backend that must ask its
+ * deployment where things are first names that question as an exchange
+ * of its own (req set: Sentinel's SENTINEL get-master-addr-by-name, to
+ * one sentinel after another; a cluster's CLUSTER SLOTS), so that a
+ * loop waits for the answer as it waits for any other, never inside
+ * route.
  */
 typedef struct rlock__route {
+    /* What this exchange carries: NULL for the request being routed;
+     * else the backend's own question (it outlives the exchange), whose
+     * answer routed reads, then clears from res. */
+    const rlock__req *req;
     rlock__node *nodes[RLOCK__NODES_MAX];
     int n;
     int flags;
@@ -72,7 +79,7 @@ typedef struct rlock__route {
     int exchanges;      /* exchanges run so far (the driver's) */
     union {
         int64_t align;
-        unsigned char bytes[64];
+        unsigned char bytes[96];
     } own;
 } rlock__route;
 
@@ -125,8 +132,11 @@ typedef struct rlock__backend {
     /* The node the subscriber's connection goes to, try i (0, 1, ...):
      * RLOCK_OK with *out, or with *out NULL when no node is left to try
      * after i-1; or the failure in call. The subscriber connects to it
-     * (rlock__sub_connect, or in steps on a loop). NULL: no pub/sub. */
-    int (*sub_node)(rlock_client *c, int i, struct rlock__node **out,
+     * (rlock__sub_connect, or in steps on a loop). quick: the caller must
+     * not wait (a loop): the node is where the deployment was last found,
+     * nobody is asked (the calls' routing asks Sentinel's sentinels in
+     * steps, and the subscriber follows a move). NULL: no pub/sub. */
+    int (*sub_node)(rlock_client *c, int i, int quick, struct rlock__node **out,
                     rlock__call *call);
     /* The subscriber could not connect, for rc (NULL: nothing to do; a
      * Sentinel asks the sentinels again). */
@@ -198,8 +208,7 @@ void rlock__backend_exec(rlock_client *c, const rlock__req *req, int flags,
  * rlock__backend_exec fills them. req, res and call are borrowed until
  * then; res's room for c->nnodes results is reserved before
  * (rlock__results_reserve), as for rlock__backend_exec. What still blocks
- * inside a round: rlock__xchg_start's (node.h), and asking a deployment where
- * things are (Sentinel's resolve, a cluster's refresh), one connection each.
+ * inside a round: rlock__xchg_start's (node.h).
  */
 typedef struct rlock__bexec {
     rlock_client *c;

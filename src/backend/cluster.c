@@ -46,6 +46,17 @@ typedef struct cluster {
     master masters[MASTERS_MAX];
     int nmasters;
     short map[SLOTS]; /* master per slot, -1 if unknown */
+    /* The slot map is read over connections of its own (acfg: the
+     * masters' handshake, bounds as wide as a discovery's answer needs,
+     * no scripts), to master i at asks[i] and to seed j at
+     * asks[MASTERS_MAX + j], each made on first use (mu); slots is the
+     * question, CLUSTER SLOTS, built once. */
+    rlock__node_cfg acfg;
+    rlock__node *asks[MASTERS_MAX + SEEDS_MAX];
+    rlock__req slots;
+    /* A node could not be reached: the next request reads the map
+     * first (relaxed atomics). */
+    int stale;
 } cluster;
 
 static cluster *of(const rlock_client *c)
@@ -105,66 +116,66 @@ static int master_index(cluster *k, const char *host, int port)
     return k->nmasters++;
 }
 
-/* Reads CLUSTER SLOTS from one node into the map; RLOCK_OK or the
- * failure in call. */
-static int read_slots(rlock_client *c, const char *host, int port,
-                      rlock__call *call)
-{
-    cluster *k = of(c);
-    const char *auth[3] = {"AUTH", c->username ? c->username : c->password,
-                           c->password};
-    const char *slots[2] = {"CLUSTER", "SLOTS"};
-    rlock__cmd cmds[2];
-    redisReply *replies[2] = {0}, *r;
-    char where[96];
-    size_t i;
-    int n = 0, rc;
+static const rlock__script cluster_slots = {"slot map", NULL,      0,
+                                            NULL,       "CLUSTER", 0};
 
-    if (c->password) {
-        cmds[n].argc = c->username ? 3 : 2;
-        cmds[n].argv = auth;
-        cmds[n++].lens = NULL;
-    }
-    cmds[n].argc = 2;
-    cmds[n].argv = slots;
-    cmds[n++].lens = NULL;
-    snprintf(where, sizeof where, "%s:%d", host, port);
-    rc = rlock__dial(&k->cfg, host, port, where, n, cmds, replies,
-                     rlock__call_until(call, c->opts.connect_timeout_ms), call);
-    if (rc != RLOCK_OK)
-        return rc;
-    if (n == 2) {
-        if (replies[0]->type == REDIS_REPLY_ERROR)
-            rc = rlock__reply_error(where, replies[0], &call->err);
-        freeReplyObject(replies[0]);
-    }
-    r = replies[n - 1];
-    if (rc == RLOCK_OK && r->type == REDIS_REPLY_ERROR)
-        rc = rlock__reply_error(where, r, &call->err);
-    else if (rc == RLOCK_OK &&
-             (r->type != REDIS_REPLY_ARRAY || r->elements == 0))
-        rc = rlock__fail(call, RLOCK_EUNAVAILABLE, "%s has no slots assigned",
-                         where);
-    if (rc != RLOCK_OK) {
-        freeReplyObject(r);
-        return rc;
-    }
+/* The node that asks node i of a reading for the map (i < n: master i of
+ * the n known when the reading began, else seed i - n), made if needed:
+ * NULL if out of memory. */
+static rlock__node *ask_node(cluster *k, int i, int n)
+{
+    rlock__node **slot, *node;
+    const char *host;
+    int port;
+
     pthread_mutex_lock(&k->mu);
-    for (i = 0; i < r->elements; i++) {
-        redisReply *e = r->element[i], *m;
-        long long from, to, s;
+    if (i < n) {
+        slot = &k->asks[i];
+        host = k->masters[i].host;
+        port = k->masters[i].port;
+    } else {
+        slot = &k->asks[MASTERS_MAX + i - n];
+        host = k->seeds[i - n].host;
+        port = k->seeds[i - n].port;
+    }
+    if (!*slot)
+        rlock__node_new(&k->acfg, host, port, NULL, NULL, slot);
+    node = *slot;
+    pthread_mutex_unlock(&k->mu);
+    return node;
+}
+
+/* Takes the map from r, node where's answer to CLUSTER SLOTS (host: the
+ * address it was reached at): RLOCK_OK, or the failure in e. */
+static int take_map(cluster *k, const char *host, const char *where,
+                    const rlock__result *r, rlock__err *e)
+{
+    const redisReply *a = r->reply;
+    size_t i;
+
+    if (r->rc != RLOCK_OK) {
+        *e = r->err;
+        return r->rc;
+    }
+    if (!a || a->type != REDIS_REPLY_ARRAY || a->elements == 0)
+        return rlock__err_set(e, RLOCK_EUNAVAILABLE, "%s has no slots assigned",
+                              where);
+    pthread_mutex_lock(&k->mu);
+    for (i = 0; i < a->elements; i++) {
+        redisReply *el = a->element[i], *m;
+        long long from, to, sl;
         int idx;
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3)
+        if (el->type != REDIS_REPLY_ARRAY || el->elements < 3)
             continue;
-        m = e->element[2];
-        if (e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
+        m = el->element[2];
+        if (el->element[0]->type != REDIS_REPLY_INTEGER ||
+            el->element[1]->type != REDIS_REPLY_INTEGER ||
             m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
             m->element[0]->type != REDIS_REPLY_STRING ||
             m->element[1]->type != REDIS_REPLY_INTEGER)
             continue;
-        from = e->element[0]->integer;
-        to = e->element[1]->integer;
+        from = el->element[0]->integer;
+        to = el->element[1]->integer;
         /* A node that does not know its own address (one that never met
          * another) names it "" or "?": it is the one asked. */
         idx = master_index(k,
@@ -175,45 +186,89 @@ static int read_slots(rlock_client *c, const char *host, int port,
                            (int)m->element[1]->integer);
         if (idx < 0 || from < 0 || to >= SLOTS)
             continue;
-        for (s = from; s <= to; s++)
-            k->map[s] = (short)idx;
+        for (sl = from; sl <= to; sl++)
+            k->map[sl] = (short)idx;
     }
     pthread_mutex_unlock(&k->mu);
-    freeReplyObject(r);
     return RLOCK_OK;
 }
 
-/* Reads the slot map again: from a known master, else from a seed. */
+/* The host node i of a reading is at (see ask_node), copied to host,
+ * and its address to where. */
+static void ask_host(cluster *k, int i, int n, char *host, size_t len,
+                     char *where, size_t wlen)
+{
+    int port;
+
+    pthread_mutex_lock(&k->mu);
+    snprintf(host, len, "%s",
+             i < n ? k->masters[i].host : k->seeds[i - n].host);
+    port = i < n ? k->masters[i].port : k->seeds[i - n].port;
+    pthread_mutex_unlock(&k->mu);
+    snprintf(where, wlen, "%s:%d", host, port);
+}
+
+/* How long one node is given to answer: the connect timeout, within
+ * until (0: none). */
+static int64_t ask_until(const rlock_client *c, int64_t until)
+{
+    int64_t one = rlock__now_ns() +
+                  (int64_t)c->opts.connect_timeout_ms * RLOCK__NS_PER_MS;
+
+    return until && until < one ? until : one;
+}
+
+/* Node i's answer (r) to a reading that began with n masters known:
+ * RLOCK_OK with the map taken, or the failure in e. */
+static int read_from(rlock_client *c, int i, int n, const rlock__result *r,
+                     rlock__err *e)
+{
+    cluster *k = of(c);
+    char host[64], where[96];
+
+    ask_host(k, i, n, host, sizeof host, where, sizeof where);
+    return take_map(k, host, where, r, e);
+}
+
+/* The failure of a reading that no node answered, why the last cause. */
+static int none_answered(rlock_client *c, const char *why, rlock__call *call)
+{
+    return rlock__fail(call, RLOCK_ECONNECT,
+                       "no node of %s answered CLUSTER SLOTS%s%.300s", c->where,
+                       why[0] ? ": " : "", why);
+}
+
+/* Reads the slot map again, blocking: from a known master, else from a
+ * seed, each by the connect timeout within the call's deadline. (A
+ * routed request reads it in steps instead: route_cluster.) */
 static int refresh(rlock_client *c, rlock__call *call)
 {
     cluster *k = of(c);
-    char host[64], why[RLOCK__ERR_MAX] = "";
-    int i, n, port;
+    char why[RLOCK__ERR_MAX] = "";
+    int i, n;
 
     pthread_mutex_lock(&k->mu);
     n = k->nmasters;
     pthread_mutex_unlock(&k->mu);
     for (i = 0; i < n + k->nseeds; i++) {
-        rlock__call one;
-        if (i < n) {
-            pthread_mutex_lock(&k->mu);
-            memcpy(host, k->masters[i].host, sizeof host);
-            port = k->masters[i].port;
-            pthread_mutex_unlock(&k->mu);
-        } else {
-            snprintf(host, sizeof host, "%s", k->seeds[i - n].host);
-            port = k->seeds[i - n].port;
-        }
-        rlock__call_init(&one, call->deadline_ns);
-        if (read_slots(c, host, port, &one) == RLOCK_OK)
+        rlock__node *node = ask_node(k, i, n);
+        rlock__results res;
+        rlock__err e;
+        int rc;
+        if (!node || rlock__nodes_exec(&node, 1, &k->slots, 0,
+                                       ask_until(c, call->deadline_ns),
+                                       &res) != RLOCK_OK)
+            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+        rlock__err_clear(&e);
+        rc = read_from(c, i, n, &res.r[0], &e);
+        rlock__results_free(&res);
+        if (rc == RLOCK_OK)
             return RLOCK_OK;
-        snprintf(why, sizeof why, "%s", one.err.msg);
+        /* The last cause is kept: a certificate not trusted, a refused
+         * password, a node that is not a cluster node. */
+        snprintf(why, sizeof why, "%s", e.msg);
     }
-    /* The last cause is kept: a certificate not trusted, a refused
-     * password, a node that is not a cluster node. */
-    return rlock__fail(call, RLOCK_ECONNECT,
-                       "no node of %s answered CLUSTER SLOTS%s%.300s", c->where,
-                       why[0] ? ": " : "", why);
+    return none_answered(c, why, call);
 }
 
 /* Master i's node, made if needed. */
@@ -366,18 +421,38 @@ typedef struct cluster_route {
     int asking;    /* the importing node's index after ASK, or -1 */
     int tryagains;
     int refresh;      /* read the map again before the next exchange */
+    int reading;      /* the node asked for the map, plus 1 (0: none) */
+    int reading_n;    /*   the masters known when the reading began */
+    int must;         /*   the request needs the map (its slot had none) */
+    int read;         /* the map was read for this request */
     int64_t pause_ms; /* the next TRYAGAIN pause, at most */
     int64_t started;
     int64_t deadline;
+    size_t errlen; /* call->err.msg's length before the reading */
 } cluster_route;
 
 _Static_assert(sizeof(cluster_route) <= sizeof(((rlock__route *)0)->own.bytes),
                "a cluster route fits in rlock__route's own");
 
+/* A reading of the map begins: from the masters known, then the seeds. */
+static void begin_reading(cluster *k, cluster_route *s, int must,
+                          const rlock__call *call)
+{
+    pthread_mutex_lock(&k->mu);
+    s->reading_n = k->nmasters;
+    pthread_mutex_unlock(&k->mu);
+    s->reading = 1;
+    s->must = must;
+    s->errlen = strlen(call->err.msg);
+}
+
 /* The next exchange of the route (after the pause routed asked for, if
- * any): the importing node behind ASKING, or the slot's master, the map
- * read again first after a MOVED (other slots may have moved too) or if
- * it names none. RLOCK_OK, or the failure in res and call. */
+ * any): the importing node behind ASKING, or the slot's master; the map
+ * read first (CLUSTER SLOTS to one node after another, each an exchange
+ * of the route, so that a loop is not held up by a node slow to answer)
+ * after a MOVED (other slots may have moved too), after a node could not
+ * be reached, or if it names no master for the slot. RLOCK_OK, or the
+ * failure in res and call. */
 static int route_cluster(rlock_client *c, const rlock__req *req, int flags,
                          rlock__route *rt, rlock__results *res,
                          rlock__call *call)
@@ -400,37 +475,86 @@ static int route_cluster(rlock_client *c, const rlock__req *req, int flags,
     } else {
         memcpy(&s, rt->own.bytes, sizeof s);
     }
-    if (s.refresh) {
-        rlock__call one;
+    if (!s.reading &&
+        (s.refresh || __atomic_exchange_n(&k->stale, 0, __ATOMIC_RELAXED))) {
         s.refresh = 0;
-        rlock__call_init(&one, s.deadline);
-        refresh(c, &one);
+        begin_reading(k, &s, 0, call);
     }
-    if ((idx = s.asking) < 0 && (idx = slot_master(k, s.slot)) < 0) {
+    if (!s.reading && s.asking < 0 && slot_master(k, s.slot) < 0) {
         /* Not covered: the map may be old. */
-        if (refresh(c, call) != RLOCK_OK) {
-            fail_one(res, call);
-            return call->err.code;
-        }
-        if ((idx = slot_master(k, s.slot)) < 0) {
+        if (s.read) {
             rlock__fail(call, RLOCK_EUNAVAILABLE,
                         "no master serves slot %d of %s", s.slot, c->where);
             fail_one(res, call);
             return RLOCK_EUNAVAILABLE;
         }
+        begin_reading(k, &s, 1, call);
     }
-    if (!(node = node_of(k, idx))) {
+    if (s.reading) {
+        node = ask_node(k, s.reading - 1, s.reading_n);
+        rt->req = &k->slots;
+        rt->flags = s.flags & RLOCK__X_NOWAIT;
+        rt->deadline_ns = ask_until(c, s.deadline);
+    } else {
+        idx = s.asking >= 0 ? s.asking : slot_master(k, s.slot);
+        node = node_of(k, idx);
+        rt->req = NULL;
+        rt->flags =
+            (s.flags & ~RLOCK__X_BRIEF) | (s.asking >= 0 ? RLOCK__X_ASKING : 0);
+        rt->deadline_ns = s.deadline;
+    }
+    if (!node) {
         rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         fail_one(res, call);
         return RLOCK_ENOMEM;
     }
     rt->nodes[0] = node;
     rt->n = 1;
-    rt->flags =
-        (s.flags & ~RLOCK__X_BRIEF) | (s.asking >= 0 ? RLOCK__X_ASKING : 0);
-    rt->deadline_ns = s.deadline;
     memcpy(rt->own.bytes, &s, sizeof s);
     return RLOCK_OK;
+}
+
+/* The end of one node's answer to CLUSTER SLOTS: the request's own
+ * exchange next (the map read, or a precaution that no node answered),
+ * or the next node's, or the request's failure when it needs the map
+ * and no node gave it. The last cause waits at the end of call->err.msg
+ * meanwhile. */
+static int read_step(rlock_client *c, cluster_route *s, rlock__results *res,
+                     rlock__call *call)
+{
+    cluster *k = of(c);
+    rlock__err e;
+    int rc;
+
+    rlock__err_clear(&e);
+    rc = read_from(c, s->reading - 1, s->reading_n, &res->r[0], &e);
+    rlock__results_clear(res);
+    if (rc != RLOCK_OK)
+        snprintf(call->err.msg + s->errlen, sizeof call->err.msg - s->errlen,
+                 "%s", e.msg);
+    if (rc != RLOCK_OK && rc != RLOCK_ENOMEM &&
+        s->reading < s->reading_n + k->nseeds &&
+        rlock__now_ns() < s->deadline) {
+        s->reading++;
+        return RLOCK__ROUTE_AGAIN;
+    }
+    s->reading = 0;
+    /* A map read, or none to be had when it was needed: the slot's
+     * master is not asked for again by this request. */
+    s->read = rc == RLOCK_OK || s->must;
+    if (rc == RLOCK_OK || (rc != RLOCK_ENOMEM && !s->must)) {
+        call->err.msg[s->errlen] = '\0';
+        return RLOCK__ROUTE_AGAIN;
+    }
+    if (rc == RLOCK_ENOMEM) {
+        rlock__fail(call, rc, "out of memory");
+    } else {
+        char why[RLOCK__ERR_MAX];
+        snprintf(why, sizeof why, "%s", call->err.msg + s->errlen);
+        none_answered(c, why, call);
+    }
+    fail_one(res, call);
+    return RLOCK__ROUTE_DONE;
 }
 
 static int routed_cluster(rlock_client *c, const rlock__req *req,
@@ -448,6 +572,11 @@ static int routed_cluster(rlock_client *c, const rlock__req *req,
     (void)req;
     memcpy(&s, rt->own.bytes, sizeof s);
     rt->not_before = 0;
+    if (s.reading) {
+        int rc = read_step(c, &s, res, call);
+        memcpy(rt->own.bytes, &s, sizeof s);
+        return rc;
+    }
     if (res->r[0].rc == RLOCK_OK && !error_of(&res->r[0]))
         return RLOCK__ROUTE_DONE;
     if ((msg = redirect(&res->r[0], "MOVED ")) != NULL ||
@@ -519,11 +648,8 @@ static int routed_cluster(rlock_client *c, const rlock__req *req,
         }
     } else {
         /* A node that is gone: the next request reads the new map. */
-        if (res->r[0].rc == RLOCK_ECONNECT) {
-            rlock__call one;
-            rlock__call_init(&one, s.deadline);
-            refresh(c, &one);
-        }
+        if (res->r[0].rc == RLOCK_ECONNECT)
+            __atomic_store_n(&k->stale, 1, __ATOMIC_RELAXED);
         return RLOCK__ROUTE_DONE;
     }
     memcpy(rt->own.bytes, &s, sizeof s);
@@ -584,6 +710,20 @@ static int open_cluster(rlock_client *c, const char *url,
     rlock__node_cfg_of(c, &k->cfg);
     c->nnodes = 1;
     c->quorum = 1;
+    k->acfg = k->cfg;
+    k->acfg.scripts = NULL;
+    k->acfg.nscripts = 0;
+    k->acfg.obs = NULL;
+    k->acfg.request_timeout_ms = opts->connect_timeout_ms;
+    rlock__bounds_widen(&k->acfg.bounds);
+    rlock__req_init(&k->slots, &cluster_slots);
+    rlock__req_arg(&k->slots, "SLOTS", 5);
+    if (rlock__req_finish(&k->slots) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    /* A client on a loop reads the map with its first request, in steps:
+     * rlock_async_open returns at once. */
+    if (c->lazy)
+        return RLOCK_OK;
     rc = refresh(c, call);
     if (rc == RLOCK_OK && k->nmasters == 0)
         rc = rlock__fail(call, RLOCK_EUNAVAILABLE,
@@ -601,8 +741,11 @@ static void close_cluster(rlock_client *c)
         return;
     for (i = 0; i < k->nmasters; i++)
         rlock__node_free(k->masters[i].node);
+    for (i = 0; i < MASTERS_MAX + SEEDS_MAX; i++)
+        rlock__node_free(k->asks[i]);
     for (i = 0; i < k->nseeds; i++)
         rlock__url_free(&k->seeds[i]);
+    rlock__req_free(&k->slots);
     pthread_mutex_destroy(&k->mu);
     free(k);
     c->bk = NULL;
@@ -617,6 +760,9 @@ static void after_fork_cluster(rlock_client *c)
     for (i = 0; i < k->nmasters; i++)
         if (k->masters[i].node)
             rlock__node_after_fork(k->masters[i].node);
+    for (i = 0; i < MASTERS_MAX + SEEDS_MAX; i++)
+        if (k->asks[i])
+            rlock__node_after_fork(k->asks[i]);
 }
 
 /* k->mu before the masters' nodes: the table they are in is k->mu's. */
@@ -630,6 +776,9 @@ static void fork_hold_cluster(rlock_client *c, int take)
     for (i = 0; i < k->nmasters; i++)
         if (k->masters[i].node)
             rlock__node_fork_hold(k->masters[i].node, take);
+    for (i = 0; i < MASTERS_MAX + SEEDS_MAX; i++)
+        if (k->asks[i])
+            rlock__node_fork_hold(k->asks[i], take);
     if (!take)
         pthread_mutex_unlock(&k->mu);
 }
@@ -646,12 +795,13 @@ static int ping_cluster(rlock_client *c, rlock_server_info *info,
 
 /* Any master will do, one after another: a message published on one
  * reaches the subscribers of all. */
-static int sub_node_cluster(rlock_client *c, int i, rlock__node **out,
-                            rlock__call *call)
+static int sub_node_cluster(rlock_client *c, int i, int quick,
+                            rlock__node **out, rlock__call *call)
 {
     cluster *k = of(c);
     int n;
 
+    (void)quick;
     *out = NULL;
     pthread_mutex_lock(&k->mu);
     n = k->nmasters;

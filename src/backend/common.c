@@ -65,7 +65,8 @@ int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
             }
             b->rt.sent_ns = rlock__now_ns();
             b->rt.exchanges++;
-            rlock__xchg_start(&b->x, b->rt.nodes, b->rt.n, b->req, b->rt.flags,
+            rlock__xchg_start(&b->x, b->rt.nodes, b->rt.n,
+                              b->rt.req ? b->rt.req : b->req, b->rt.flags,
                               b->rt.deadline_ns, b->res);
             b->stage = BX_XCHG;
             break;
@@ -132,6 +133,11 @@ int rlock__bexec_abort(rlock__bexec *b)
             rlock__xchg_after(&b->x);
         }
     }
+    /* A backend's own question (a sentinel's) was under way: the request
+     * itself was never sent, whatever reached the sentinel. */
+    if (filled && b->rt.req)
+        for (i = 0; i < b->res->n; i++)
+            b->res->r[i].sent = 0;
     b->stage = BX_DONE;
     return filled;
 }
@@ -198,7 +204,7 @@ int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call)
 
     for (i = 0;; i++) {
         rlock__node *n = NULL;
-        if ((rc = c->backend->sub_node(c, i, &n, call)) != RLOCK_OK)
+        if ((rc = c->backend->sub_node(c, i, 0, &n, call)) != RLOCK_OK)
             break;
         if (!n) {
             if (i == 0)

@@ -245,14 +245,6 @@ int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
 int rlock__node_connect_end(rlock__node *n, rlock__conn *c, size_t want,
                             rlock__call *call);
 
-/* A one-off connection to host:port with cfg's TLS and bounds but no
- * handshake (sentinels, cluster seeds ask for what they need): the
- * commands, every reply by deadline_ns, then the connection is closed.
- * where names it in messages. */
-int rlock__dial(const rlock__node_cfg *cfg, const char *host, int port,
-                const char *where, int ncmds, const rlock__cmd *cmds,
-                redisReply **replies, int64_t deadline_ns, rlock__call *call);
-
 /* Maps an error reply of the server named where to a code, recording the
  * detail in *e. */
 int rlock__reply_error(const char *where, const redisReply *r, rlock__err *e);

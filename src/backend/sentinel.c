@@ -24,6 +24,10 @@
  *    asks; one that is idle for longer asks once per call, one round trip
  *    to a sentinel. Sentinels that do not answer then do not stop the
  *    request: it goes where the master was.)
+ * The sentinels are asked one after another, each by the connect
+ * timeout, over pooled connections of their own: within a request's
+ * routing as exchanges of the route (a loop waits for them as for any
+ * server), and blocking elsewhere (open, ping, the thread's subscriber).
  * When the address changes, the client's moves count goes up: the
  * subscriber connection, still open to the old master if that one only
  * stalled, is replaced and every channel subscribed again on the new
@@ -54,6 +58,13 @@ typedef struct sentinel {
     char *master_name;
     rlock__node_cfg cfg;
     rlock__node *node;   /* the master, where the sentinels last said */
+    /* The sentinels, asked over connections of their own (pooled: TLS
+     * alone, no AUTH or SELECT), and the question they are asked,
+     * SENTINEL get-master-addr-by-name and SENTINEL MASTER in one
+     * pipeline, built once and shared by every request that asks. */
+    rlock__node_cfg scfg;
+    rlock__node *snodes[SENTINELS_MAX];
+    rlock__req ask;
     pthread_mutex_t mu;  /* guards what follows and the node's moves */
     int stale;           /* ask the sentinels before the next request */
     int64_t asked_at;    /* when they last named the master, or were asked
@@ -142,11 +153,91 @@ static void named(rlock_client *c, sentinel *s, const char *host, int port)
     snprintf(s->master_at, sizeof s->master_at, "%s", at);
 }
 
+/* SENTINEL get-master-addr-by-name, then SENTINEL MASTER (for its
+ * down-after-milliseconds), as one pipeline of 3-argument commands. */
+static const rlock__script sentinel_ask = {"sentinel query", NULL, 0, NULL,
+                                           "SENTINEL",       3};
+
+/* What sentinel i answered (r, its result of s->ask): RLOCK_OK if it
+ * named the master, whose node is pointed there (a move counts in
+ * c->moves); else the failure, its cause appended to errs (of errs_max
+ * bytes, *len used: "; where: why"), and *known set if the sentinel
+ * answered that it does not know the master. */
+static int took(rlock_client *c, int i, const rlock__result *r, int *known,
+                char *errs, size_t errs_max, size_t *len)
+{
+    sentinel *s = of(c);
+    const redisReply *a =
+        r->rc == RLOCK_OK && r->nreplies == 2 ? r->replies[0] : NULL;
+    const char *why;
+    int rc;
+
+    if (a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
+        a->element[0]->type == REDIS_REPLY_STRING &&
+        a->element[1]->type == REDIS_REPLY_STRING && a->element[0]->len < 256) {
+        int port = atoi(a->element[1]->str), moved;
+        int64_t down_ms = down_after_ms(r->replies[1]);
+        if (down_ms <= 0 || down_ms > DOWN_AFTER_MAX_MS)
+            down_ms = DOWN_AFTER_DEFAULT_MS;
+        pthread_mutex_lock(&s->mu);
+        moved = !rlock__node_is(s->node, a->element[0]->str, port);
+        rc = moved ? rlock__node_move(s->node, a->element[0]->str, port)
+                   : RLOCK_OK;
+        if (moved && rc == RLOCK_OK)
+            __atomic_add_fetch(&c->moves, 1, __ATOMIC_RELEASE);
+        if (rc == RLOCK_OK)
+            named(c, s, a->element[0]->str, port);
+        s->stale = 0;
+        s->asked_at = rlock__now_ns();
+        s->quiet_ns = down_ms * RLOCK__NS_PER_MS / 2;
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    if (a && a->type == REDIS_REPLY_NIL)
+        *known = 1;
+    if (r->rc != RLOCK_OK)
+        why = r->err.msg;
+    else if (!a)
+        why = "unexpected answer";
+    else if (a->type == REDIS_REPLY_NIL)
+        why = "does not know this master";
+    else if (a->type == REDIS_REPLY_ERROR)
+        why = a->str;
+    else
+        why = "unexpected answer";
+    /* A failed exchange's detail names the sentinel already. */
+    if (*len < errs_max)
+        *len += (size_t)snprintf(
+            errs + *len, errs_max - *len, "; %s%s%s",
+            r->rc != RLOCK_OK ? "" : rlock__node_where(s->snodes[i]),
+            r->rc != RLOCK_OK ? "" : ": ", why);
+    return r->rc != RLOCK_OK ? r->rc : RLOCK_EUNAVAILABLE;
+}
+
+/* The failure of asking every sentinel in vain, errs the causes. */
+static int none_named(rlock_client *c, int known, const char *errs,
+                      rlock__call *call)
+{
+    return rlock__fail(call, known ? RLOCK_EUNAVAILABLE : RLOCK_ECONNECT,
+                       "no sentinel named the master '%s'%s",
+                       of(c)->master_name, errs);
+}
+
+/* How long one sentinel is given: the connect timeout, within until (the
+ * asking's own end; 0: none). */
+static int64_t sentinel_until(const rlock_client *c, int64_t until)
+{
+    int64_t one = rlock__now_ns() +
+                  (int64_t)c->opts.connect_timeout_ms * RLOCK__NS_PER_MS;
+
+    return until && until < one ? until : one;
+}
+
 /* Asks the sentinels, in the order given, where the master is, and
- * points the node there (a move counts in c->moves). Each sentinel is
- * given the connect timeout for its exchange, within the call's deadline.
- * The same round trip asks how long the sentinels wait before they call
- * a silent master down. */
+ * points the node there, blocking: each sentinel is given the connect
+ * timeout for its exchange, within the call's deadline. The same round
+ * trip asks how long the sentinels wait before they call a silent master
+ * down. (A routed request asks them in steps instead: route_sentinel.) */
 static int resolve(rlock_client *c, rlock__call *call)
 {
     sentinel *s = of(c);
@@ -155,65 +246,19 @@ static int resolve(rlock_client *c, rlock__call *call)
     int i, known = 0;
 
     for (i = 0; i < s->nsentinels; i++) {
-        const rlock__url *u = &s->sentinels[i];
-        const char *addr[3] = {"SENTINEL", "get-master-addr-by-name",
-                               s->master_name};
-        const char *master[3] = {"SENTINEL", "MASTER", s->master_name};
-        rlock__cmd cmds[2] = {{3, addr, NULL}, {3, master, NULL}};
-        redisReply *replies[2] = {NULL, NULL}, *r;
-        char where[300];
-        rlock__call one;
-        int rc;
-
-        rlock__call_init(&one, call->deadline_ns);
-        rlock__url_describe(u, where, sizeof where);
-        rc = rlock__dial(&s->cfg, u->host, u->port, where, 2, cmds, replies,
-                         rlock__call_until(call, c->opts.connect_timeout_ms),
-                         &one);
-        r = replies[0];
-        if (rc == RLOCK_OK && r->type == REDIS_REPLY_ARRAY &&
-            r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
-            r->element[1]->type == REDIS_REPLY_STRING &&
-            r->element[0]->len < 256) {
-            int port = atoi(r->element[1]->str), moved;
-            int64_t down_ms = down_after_ms(replies[1]);
-            if (down_ms <= 0 || down_ms > DOWN_AFTER_MAX_MS)
-                down_ms = DOWN_AFTER_DEFAULT_MS;
-            pthread_mutex_lock(&s->mu);
-            moved = !rlock__node_is(s->node, r->element[0]->str, port);
-            rc = moved ? rlock__node_move(s->node, r->element[0]->str, port)
-                       : RLOCK_OK;
-            if (moved && rc == RLOCK_OK)
-                __atomic_add_fetch(&c->moves, 1, __ATOMIC_RELEASE);
-            if (rc == RLOCK_OK)
-                named(c, s, r->element[0]->str, port);
-            s->stale = 0;
-            s->asked_at = rlock__now_ns();
-            s->quiet_ns = down_ms * RLOCK__NS_PER_MS / 2;
-            pthread_mutex_unlock(&s->mu);
-            freeReplyObject(r);
-            freeReplyObject(replies[1]);
-            if (rc != RLOCK_OK)
-                return rlock__fail(call, rc, "out of memory");
+        rlock__results res;
+        int rc = rlock__nodes_exec(&s->snodes[i], 1, &s->ask, 0,
+                                   sentinel_until(c, call->deadline_ns), &res);
+        if (rc != RLOCK_OK)
+            return rlock__fail(call, rc, "out of memory");
+        rc = took(c, i, &res.r[0], &known, errs, sizeof errs, &len);
+        rlock__results_free(&res);
+        if (rc == RLOCK_OK)
             return RLOCK_OK;
-        }
-        if (rc == RLOCK_OK && r->type == REDIS_REPLY_NIL)
-            known = 1;
-        if (len < sizeof errs)
-            len += (size_t)snprintf(
-                errs + len, sizeof errs - len, "; %s: %s", where,
-                rc != RLOCK_OK                 ? one.err.msg
-                : r->type == REDIS_REPLY_NIL   ? "does not know this master"
-                : r->type == REDIS_REPLY_ERROR ? r->str
-                                               : "unexpected answer");
-        if (r)
-            freeReplyObject(r);
-        if (replies[1])
-            freeReplyObject(replies[1]);
+        if (rc == RLOCK_ENOMEM)
+            return rlock__fail(call, rc, "out of memory");
     }
-    return rlock__fail(call, known ? RLOCK_EUNAVAILABLE : RLOCK_ECONNECT,
-                       "no sentinel named the master '%s'%s", s->master_name,
-                       errs);
+    return none_named(c, known, errs, call);
 }
 
 /* After a request failed with rc: if the master may have changed, ask the
@@ -233,18 +278,20 @@ static void suspect(rlock_client *c, int rc)
         rlock__node_drain(s->node);
 }
 
-/* Asks the sentinels first if a request made the master suspect, or if
- * the master has been quiet for so long that they may have replaced it
- * meanwhile. The second is a precaution, not a need: it gets half of
- * what is left of the call, and if no sentinel answers, the request goes
- * where the master was (and the sentinels are not asked so again for a
- * while), so that a client whose sentinels are down, or out of reach,
- * still reaches a master that is up. */
-static int fresh_address(rlock_client *c, rlock__call *call)
+/* Whether the sentinels are asked before a request: ASK_MUST if a
+ * request made the master suspect (the request needs their answer);
+ * ASK_MAY if the master has been quiet for so long that they may have
+ * replaced it meanwhile. The second is a precaution, not a need: it gets
+ * half of what is left of the call, and if no sentinel answers, the
+ * request goes where the master was (and the sentinels are not asked so
+ * again for a while), so that a client whose sentinels are down, or out
+ * of reach, still reaches a master that is up. */
+enum { ASK_NOT, ASK_MAY, ASK_MUST };
+
+static int ask_first(rlock_client *c)
 {
     sentinel *s = of(c);
     int64_t heard = rlock__node_heard(s->node), now = rlock__now_ns();
-    rlock__call half;
     int stale, quiet;
 
     pthread_mutex_lock(&s->mu);
@@ -253,18 +300,41 @@ static int fresh_address(rlock_client *c, rlock__call *call)
     stale = s->stale;
     quiet = now - heard > s->quiet_ns;
     pthread_mutex_unlock(&s->mu);
-    if (stale)
+    return stale ? ASK_MUST : quiet ? ASK_MAY : ASK_NOT;
+}
+
+/* The end of a precaution's asking: half of what is left of the call. */
+static int64_t half_left(const rlock__call *call)
+{
+    int64_t now = rlock__now_ns();
+
+    return call->deadline_ns ? now + (call->deadline_ns - now) / 2 : 0;
+}
+
+/* The sentinels were asked as a precaution, in vain. */
+static void asked_in_vain(sentinel *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->asked_at = rlock__now_ns();
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ask_first, blocking: the sentinels asked now if they are to be. */
+static int fresh_address(rlock_client *c, rlock__call *call)
+{
+    rlock__call half;
+
+    switch (ask_first(c)) {
+    case ASK_MUST:
         return resolve(c, call);
-    if (!quiet)
+    case ASK_MAY:
+        rlock__call_init(&half, half_left(call));
+        if (resolve(c, &half) != RLOCK_OK)
+            asked_in_vain(of(c));
         return RLOCK_OK;
-    rlock__call_init(
-        &half, call->deadline_ns ? now + (call->deadline_ns - now) / 2 : 0);
-    if (resolve(c, &half) != RLOCK_OK) {
-        pthread_mutex_lock(&s->mu);
-        s->asked_at = rlock__now_ns();
-        pthread_mutex_unlock(&s->mu);
+    default:
+        return RLOCK_OK;
     }
-    return RLOCK_OK;
 }
 
 /* A failure to reach the master before anything was sent: the sentinels
@@ -280,40 +350,126 @@ static int unreached(const rlock__result *r)
     return !r->sent && unreached_rc(r->rc);
 }
 
-/* A request goes where the sentinels said last; if the master could not
- * be reached there, once more after asking them again (route runs once
- * per exchange: rt->exchanges says which try it is). */
+/* What a request's route keeps between its exchanges (rlock__route's
+ * own). */
+typedef struct sentinel_route {
+    int asking;    /* the sentinel being asked, plus 1 (0: none) */
+    int must;      /* the request needs their answer (ASK_MUST) */
+    int known;     /* a sentinel answered that it does not know the master */
+    int tries;     /* exchanges with the master */
+    int64_t until; /* the asking's end (0: each sentinel its own) */
+    size_t errlen; /* call->err.msg's length before the asking */
+} sentinel_route;
+
+_Static_assert(sizeof(sentinel_route) <= sizeof(((rlock__route *)0)->own.bytes),
+               "a sentinel route fits in rlock__route's own");
+
+/* A request goes where the sentinels said last, after asking them one
+ * after another (each an exchange of the route: a loop is not held up by
+ * a sentinel that is slow to answer) if ask_first says so; if the master
+ * could not be reached there, once more after asking them again. */
 static int route_sentinel(rlock_client *c, const rlock__req *req, int flags,
                           rlock__route *rt, rlock__results *res,
                           rlock__call *call)
 {
+    sentinel *s = of(c);
     int64_t ms = c->opts.command_timeout_ms;
+    sentinel_route sr;
+
+    (void)res;
+    memcpy(&sr, rt->own.bytes, sizeof sr);
+    if (!sr.asking) {
+        int ask = ask_first(c);
+        if (ask != ASK_NOT) {
+            sr.asking = 1;
+            sr.must = ask == ASK_MUST;
+            sr.known = 0;
+            sr.until = sr.must ? call->deadline_ns : half_left(call);
+            sr.errlen = strlen(call->err.msg);
+        }
+    }
+    if (sr.asking) {
+        rt->req = &s->ask;
+        rt->nodes[0] = s->snodes[sr.asking - 1];
+        rt->flags = flags & RLOCK__X_NOWAIT;
+        rt->deadline_ns = sentinel_until(c, sr.until);
+    } else {
+        if (req->replicas > 0)
+            ms += c->opts.sync_timeout_ms;
+        rt->req = NULL;
+        rt->nodes[0] = s->node;
+        rt->flags = flags;
+        rt->deadline_ns = rlock__call_until(call, (int)ms);
+    }
+    rt->n = 1;
+    memcpy(rt->own.bytes, &sr, sizeof sr);
+    return RLOCK_OK;
+}
+
+/* The end of a sentinel's exchange: the master's exchange next, or the
+ * next sentinel's, or the request's failure when none named the master
+ * and the request needs them to. The causes of the sentinels that did
+ * not name it are gathered at the end of call->err.msg meanwhile. */
+static int asked(rlock_client *c, sentinel_route *sr, rlock__results *res,
+                 rlock__call *call)
+{
+    sentinel *s = of(c);
+    size_t len = strlen(call->err.msg);
     int rc;
 
-    if (req->replicas > 0)
-        ms += c->opts.sync_timeout_ms;
-    if ((rc = fresh_address(c, call)) != RLOCK_OK) {
-        rlock__results_init(res, 1);
-        res->r[0].rc = rc;
-        res->r[0].err = call->err;
-        return rc;
+    if (len < sr->errlen) /* someone else wrote there meanwhile */
+        len = sr->errlen;
+    rc = took(c, sr->asking - 1, &res->r[0], &sr->known, call->err.msg,
+              sizeof call->err.msg, &len);
+    rlock__results_clear(res);
+    if (rc == RLOCK_OK || (rc != RLOCK_ENOMEM && !sr->must &&
+                           (sr->asking == s->nsentinels ||
+                            (sr->until && rlock__now_ns() >= sr->until)))) {
+        /* Named, or a precaution that ends in vain: the master's turn. */
+        if (rc != RLOCK_OK)
+            asked_in_vain(s);
+        call->err.msg[sr->errlen] = '\0';
+        sr->asking = 0;
+        return RLOCK__ROUTE_AGAIN;
     }
-    rt->nodes[0] = of(c)->node;
-    rt->n = 1;
-    rt->flags = flags;
-    rt->deadline_ns = rlock__call_until(call, (int)ms);
-    return RLOCK_OK;
+    if (rc != RLOCK_ENOMEM && sr->asking < s->nsentinels &&
+        (!sr->until || rlock__now_ns() < sr->until)) {
+        sr->asking++;
+        return RLOCK__ROUTE_AGAIN;
+    }
+    if (rc == RLOCK_ENOMEM) {
+        rlock__fail(call, rc, "out of memory");
+    } else {
+        char errs[400];
+        snprintf(errs, sizeof errs, "%s", call->err.msg + sr->errlen);
+        none_named(c, sr->known, errs, call);
+    }
+    rlock__results_init(res, 1);
+    res->r[0].rc = call->err.code;
+    res->r[0].err = call->err;
+    return RLOCK__ROUTE_DONE;
 }
 
 static int routed_sentinel(rlock_client *c, const rlock__req *req,
                            rlock__route *rt, rlock__results *res,
                            rlock__call *call)
 {
+    sentinel_route sr;
+    int rc;
+
     (void)req;
+    memcpy(&sr, rt->own.bytes, sizeof sr);
+    if (sr.asking) {
+        rc = asked(c, &sr, res, call);
+        memcpy(rt->own.bytes, &sr, sizeof sr);
+        return rc;
+    }
+    sr.tries++;
+    memcpy(rt->own.bytes, &sr, sizeof sr);
     if (res->r[0].rc == RLOCK_OK)
         return RLOCK__ROUTE_DONE;
     suspect(c, res->r[0].rc);
-    if (rt->exchanges >= 2 || !unreached(&res->r[0]))
+    if (sr.tries >= 2 || !unreached(&res->r[0]))
         return RLOCK__ROUTE_DONE;
     /* With the call's time used up (waiting for one of the master's
      * connections, say), asking the sentinels could only fail for want of
@@ -323,6 +479,41 @@ static int routed_sentinel(rlock_client *c, const rlock__req *req,
         return RLOCK__ROUTE_DONE;
     rlock__results_clear(res);
     return RLOCK__ROUTE_AGAIN;
+}
+
+/* The sentinels' nodes and the question they are asked (nothing is
+ * reached yet). Their connections carry TLS as the master's do, and
+ * nothing else: no AUTH (the credentials are the master's), no SELECT,
+ * no ROLE; their answers (SENTINEL MASTER's fields) are the library's
+ * own question, not refused by bounds set tight for the lock replies. */
+static int open_sentinels(rlock_client *c, sentinel *s, rlock__call *call)
+{
+    int i;
+
+    rlock__node_cfg_of(c, &s->scfg);
+    s->scfg.username = NULL;
+    s->scfg.password = NULL;
+    s->scfg.scripts = NULL;
+    s->scfg.nscripts = 0;
+    s->scfg.obs = NULL;
+    s->scfg.request_timeout_ms = c->opts.connect_timeout_ms;
+    rlock__bounds_widen(&s->scfg.bounds);
+    for (i = 0; i < s->nsentinels; i++) {
+        char where[300];
+        rlock__url_describe(&s->sentinels[i], where, sizeof where);
+        if (rlock__node_new(&s->scfg, s->sentinels[i].host,
+                            s->sentinels[i].port, NULL, where,
+                            &s->snodes[i]) != RLOCK_OK)
+            return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    }
+    rlock__req_init(&s->ask, &sentinel_ask);
+    rlock__req_command(&s->ask, "get-master-addr-by-name", 23);
+    rlock__req_args(&s->ask, s->master_name);
+    rlock__req_command(&s->ask, "MASTER", 6);
+    rlock__req_args(&s->ask, s->master_name);
+    if (rlock__req_finish(&s->ask) != RLOCK_OK)
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    return RLOCK_OK;
 }
 
 static int open_sentinel(rlock_client *c, const char *url,
@@ -375,6 +566,12 @@ static int open_sentinel(rlock_client *c, const char *url,
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     c->nnodes = 1;
     c->quorum = 1;
+    if ((rc = open_sentinels(c, s, call)) != RLOCK_OK)
+        return rc;
+    /* A client on a loop asks the sentinels with its first request, in
+     * steps: rlock_async_open returns at once. */
+    if (c->lazy)
+        return RLOCK_OK;
     /* Find and reach the master now: a wrong URL fails here. Each
      * sentinel asked, then the master, within the connect timeout. */
     if ((rc = resolve(c, call)) != RLOCK_OK)
@@ -402,8 +599,11 @@ static void close_sentinel(rlock_client *c)
     if (!s)
         return;
     rlock__node_free(s->node);
-    for (i = 0; i < s->nsentinels; i++)
+    for (i = 0; i < s->nsentinels; i++) {
+        rlock__node_free(s->snodes[i]);
         rlock__url_free(&s->sentinels[i]);
+    }
+    rlock__req_free(&s->ask);
     free(s->master_name);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -414,19 +614,28 @@ static void after_fork_sentinel(rlock_client *c)
 {
     sentinel *s = of(c);
 
+    int i;
+
     pthread_mutex_init(&s->mu, NULL);
     rlock__node_after_fork(s->node);
+    for (i = 0; i < s->nsentinels; i++)
+        rlock__node_after_fork(s->snodes[i]);
 }
 
-/* s->mu before the node's: resolve moves the node under s->mu. */
+/* s->mu before the nodes': took moves the node under s->mu. */
 static void fork_hold_sentinel(rlock_client *c, int take)
 {
     sentinel *s = of(c);
+    int i;
 
     if (take) {
         pthread_mutex_lock(&s->mu);
         rlock__node_fork_hold(s->node, 1);
+        for (i = 0; i < s->nsentinels; i++)
+            rlock__node_fork_hold(s->snodes[i], 1);
     } else {
+        for (i = s->nsentinels - 1; i >= 0; i--)
+            rlock__node_fork_hold(s->snodes[i], 0);
         rlock__node_fork_hold(s->node, 0);
         pthread_mutex_unlock(&s->mu);
     }
@@ -445,16 +654,31 @@ static int ping_sentinel(rlock_client *c, rlock_server_info *info,
     return rc;
 }
 
-/* The master, as the sentinels say (asked first if it is suspect). */
-static int sub_node_sentinel(rlock_client *c, int i, rlock__node **out,
-                             rlock__call *call)
+/* The master, as the sentinels say (asked first if it is suspect, but
+ * on a loop, quick: where they said last, once they said). */
+static int sub_node_sentinel(rlock_client *c, int i, int quick,
+                             rlock__node **out, rlock__call *call)
 {
-    int rc = RLOCK_OK;
+    sentinel *s = of(c);
+    int rc = RLOCK_OK, named_yet;
 
     *out = NULL;
-    if (i == 0 && (rc = fresh_address(c, call)) == RLOCK_OK)
-        *out = of(c)->node;
-    return rc;
+    if (i != 0)
+        return RLOCK_OK;
+    if (quick) {
+        pthread_mutex_lock(&s->mu);
+        named_yet = s->master_at[0] != '\0';
+        pthread_mutex_unlock(&s->mu);
+        if (!named_yet)
+            return rlock__fail(call, RLOCK_ECONNECT,
+                               "the sentinels have not named the master '%s' "
+                               "yet",
+                               s->master_name);
+    } else if ((rc = fresh_address(c, call)) != RLOCK_OK) {
+        return rc;
+    }
+    *out = s->node;
+    return RLOCK_OK;
 }
 
 /* The master, as the sentinels say: a failure may mean a failover, and

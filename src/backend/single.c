@@ -116,9 +116,10 @@ static int ping_single(rlock_client *c, rlock_server_info *info,
                             call);
 }
 
-static int sub_node_single(rlock_client *c, int i, rlock__node **out,
+static int sub_node_single(rlock_client *c, int i, int quick, rlock__node **out,
                            rlock__call *call)
 {
+    (void)quick;
     (void)call;
     *out = i == 0 ? of(c)->node : NULL;
     return RLOCK_OK;

@@ -10,8 +10,8 @@
  * a pass, never inside one: the callback may start or end calls.
  *
  * The loop runs all of it on one thread, so nothing here waits: but for
- * what node.h says still blocks (looking up a host name, a Sentinel's
- * resolve), no step takes longer than its work in memory.
+ * what node.h says still blocks (looking up a host name), no step takes
+ * longer than its work in memory.
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -177,7 +177,8 @@ static int sub_try(rlock__loop *l, int64_t *next)
 
     for (;;) {
         rlock__node *n = NULL;
-        if ((rc = c->backend->sub_node(c, b->stry, &n, &b->scall)) != RLOCK_OK)
+        if ((rc = c->backend->sub_node(c, b->stry, 1, &n, &b->scall)) !=
+            RLOCK_OK)
             break;
         if (!n) {
             rc = b->stry == 0

@@ -82,12 +82,11 @@ typedef struct rlock__endpoint {
     int keepalive; /* TCP keep-alive probes (TCP only) */
 } rlock__endpoint;
 
-
 /*
  * Opens a connection to ep and completes the transport's handshake (TCP
  * or unix connect, TLS with verification) by deadline_ns; what Redis
- * itself needs (AUTH, SELECT) is the caller's, sent with
- * rlock__conn_call under the same deadline. Returns RLOCK_OK and *out, or
+ * itself needs (AUTH, SELECT) is the caller's (a node's handshake).
+ * Returns RLOCK_OK and *out, or
  * an error with its text in *err: RLOCK_ECONNECT (refused, unreachable,
  * TLS refused: the message names the certificate or host name problem),
  * RLOCK_ENOREPLY (not done by the deadline), RLOCK_EIO, RLOCK_ENOMEM.
@@ -213,23 +212,12 @@ int rlock__conn_buffered(const rlock__conn *c);
 int rlock__net_run(rlock__conn **conns, int n, const size_t *want,
                    int64_t deadline_ns);
 
-/* One command of a pipeline for rlock__conn_call. */
+/* One command of a pipeline (a backend's server_commands). */
 typedef struct rlock__cmd {
     int argc;
     const char **argv;
     const size_t *lens; /* NULL: NUL-terminated */
 } rlock__cmd;
-
-/*
- * Sends ncmds commands in one write and waits for all their replies by
- * deadline_ns: RLOCK_OK with replies[0..ncmds) set (error replies are
- * replies), or an error with its text in *err; the connection is then
- * broken (deadline: RLOCK_ENOREPLY) and the caller closes it. *sent
- * (may be NULL) is set to 1 once any byte of the request left.
- */
-int rlock__conn_call(rlock__conn *c, int ncmds, const rlock__cmd *cmds,
-                     redisReply **replies, int64_t deadline_ns,
-                     rlock__neterr *err, int *sent);
 
 /* Whether any byte of the commands queued since the last idle moment has
  * been written (the server may have acted on them). */

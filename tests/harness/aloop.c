@@ -165,6 +165,88 @@ static int dep_call(rt_aloop *p, dep_seen *s, int rc)
     return s->status;
 }
 
+int rt_al_lock(rt_aloop *p, rlock_async_mutex *m, int64_t wait_ms)
+{
+    dep_seen s;
+
+    memset(&s, 0, sizeof s);
+    return dep_call(p, &s, rlock_async_lock(m, wait_ms, dep_locked, &s));
+}
+
+int rt_al_unlock(rt_aloop *p, rlock_async_mutex *m)
+{
+    dep_seen s;
+
+    memset(&s, 0, sizeof s);
+    return dep_call(p, &s, rlock_async_unlock(m, dep_done, &s));
+}
+
+rlock_async *rt_async_past_a_silent_node(rt_aloop *p, const char *what,
+                                         const char *url, const char *name,
+                                         int64_t connect_ms,
+                                         rlock_async_mutex **m)
+{
+    rlock_client_opts o;
+    rlock_async *a;
+    int64_t t0, took;
+    int err;
+
+    rlock_client_opts_init(&o);
+    o.connect_timeout_ms = (int)connect_ms;
+    o.command_timeout_ms = 5000;
+    t0 = rt_now_ms();
+    CHECK((a = rlock_async_open(url, &o, &err)) != NULL);
+    CHECK_INT(rt_now_ms() - t0, <, connect_ms / 2);
+    rt_al_attach(p, a);
+    CHECK((*m = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+    t0 = rt_now_ms();
+    CHECK_RC(rt_al_lock(p, *m, 0), RLOCK_OK);
+    took = rt_now_ms() - t0;
+    printf("%s: the first lock past a silent node took %lld ms; longest "
+           "turn %lld ms in %d turns\n",
+           what, (long long)took, (long long)p->longest_ms, p->turns);
+    CHECK_INT(took, >=, connect_ms - 50); /* the silent one was asked */
+    CHECK_INT(p->longest_ms, <, connect_ms / 2);
+    /* Where the lock lives is known now: nobody is asked again. */
+    t0 = rt_now_ms();
+    CHECK_RC(rt_al_unlock(p, *m), RLOCK_OK);
+    CHECK_RC(rt_al_lock(p, *m, 0), RLOCK_OK);
+    CHECK_INT(rt_now_ms() - t0, <, connect_ms / 2);
+    return a;
+}
+
+int rt_async_nobody_answers(rt_aloop *p, const char *what, const char *url,
+                            const char *name, int64_t connect_ms, char *msg,
+                            size_t len)
+{
+    rlock_client_opts o;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    int64_t t0, took;
+    int err, rc;
+
+    rlock_client_opts_init(&o);
+    o.connect_timeout_ms = (int)connect_ms;
+    o.command_timeout_ms = 5000;
+    CHECK((a = rlock_async_open(url, &o, &err)) != NULL);
+    rt_al_attach(p, a);
+    CHECK((m = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+    t0 = rt_now_ms();
+    rc = rt_al_lock(p, m, 0);
+    took = rt_now_ms() - t0;
+    snprintf(msg, len, "%s", rlock_async_errmsg(m));
+    printf("%s, nobody answers: %s in %lld ms (%s), longest turn %lld ms\n",
+           what, rlock_strerror(rc), (long long)took, msg,
+           (long long)p->longest_ms);
+    CHECK_INT(took, >=, connect_ms - 50);
+    CHECK_INT(took, <, 4000);
+    CHECK_INT(p->longest_ms, <, connect_ms / 2);
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    CHECK_INT(p->n, ==, 0);
+    return rc;
+}
+
 void rt_async_deployment(const char *what, const char *url,
                          const rlock_client_opts *opts, int64_t wake_ms,
                          void (*take_away)(const char *name, void *arg),

@@ -55,4 +55,31 @@ void rt_async_deployment(const char *what, const char *url,
                          void (*take_away)(const char *name, void *arg),
                          void *arg);
 
+/* Locks m (wait_ms as rlock_async_lock's), or unlocks it, and turns p
+ * until the callback, which must not run inside the call: its status. */
+int rt_al_lock(rt_aloop *p, rlock_async_mutex *m, int64_t wait_ms);
+int rt_al_unlock(rt_aloop *p, rlock_async_mutex *m);
+
+/*
+ * A loop never waits for a server the library asks where things are (a
+ * sentinel, a cluster node asked for the slot map): url names one that
+ * accepts and answers nothing first (at port silent), then servers that
+ * answer. The client opens at once; its first lock of name, tried once,
+ * asks the silent one for the connect timeout (connect_ms), then the
+ * next, and succeeds with no turn of the loop taking long; the next
+ * lock asks nobody. Returns the client, attached to p, with name locked
+ * through *m.
+ */
+rlock_async *rt_async_past_a_silent_node(rt_aloop *p, const char *what,
+                                         const char *url, const char *name,
+                                         int64_t connect_ms,
+                                         rlock_async_mutex **m);
+/* And with no such server that answers (url): a lock of name, tried
+ * once, ends on time (after the connect timeout, well before the command
+ * timeout), no turn of the loop taking long. Returns its status, its
+ * message into msg (len bytes); the client is closed. */
+int rt_async_nobody_answers(rt_aloop *p, const char *what, const char *url,
+                            const char *name, int64_t connect_ms, char *msg,
+                            size_t len);
+
 #endif
