@@ -124,6 +124,7 @@ static void free_client(rlock_client *c)
     if (c->backend)
         c->backend->close(c);
     rlock__hold_clear(&c->holds, NULL);
+    rlock__waiters_free(&c->waiters);
     free(c->prefix);
     free(c->username);
     if (c->password) {
@@ -260,7 +261,7 @@ void rlock__api_enter(rlock_client *c)
     c->fork_gen = gen;
     rlock__cond_init(&c->state_cv);
     rlock__hold_clear(&c->holds, NULL); /* the parent's; mutexes stay */
-    c->waiters = NULL;
+    rlock__waiters_forget(&c->waiters);
     c->backend->after_fork(c);
     rlock__bg_after_fork(c);
     rlock__obs_after_fork(c->obs);
@@ -334,7 +335,7 @@ void rlock_client_cancel_waits(rlock_client *c)
     rlock__api_enter(c);
     pthread_mutex_lock(&c->mu);
     c->cancel_gen++;
-    for (w = c->waiters; w; w = w->next)
+    for (w = c->waiters.list; w; w = w->next)
         rlock__waiter_wake(w);
     pthread_mutex_unlock(&c->mu);
 }

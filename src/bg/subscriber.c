@@ -87,7 +87,7 @@ static void wake_waiters(rlock_client *c, const char *ch, size_t len)
 {
     rlock__waiter *w;
 
-    for (w = c->waiters; w; w = w->next) {
+    for (w = c->waiters.list; w; w = w->next) {
         const rlock__layout *lay = w->m->layout;
         if (ch && (!lay->wakes || !lay->is_channel(c, w->m, ch, len)))
             continue;
@@ -493,7 +493,7 @@ int rlock__sub_read(rlock_client *c, rlock__waiter *w, int64_t until)
         sub_failed(c);
         bg->sub_retry_at = 0;
     }
-    for (o = c->waiters; o; o = o->next)
+    for (o = c->waiters.list; o; o = o->next)
         others |= o != w;
     /* The background thread takes the connection back: to reconnect, to
      * send, or to read for the other waiters. */

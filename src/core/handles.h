@@ -73,7 +73,10 @@ struct rlock_client {
     pthread_mutex_t mu;
     pthread_cond_t state_cv;
     rlock__holds holds;     /* mu */
-    rlock__waiter *waiters; /* mu */
+    rlock__waiters waiters; /* mu */
+    /* Waiters a message was compared with (mu): the tests' measure of
+     * what a message costs. */
+    uint64_t waiters_looked;
     unsigned cancel_gen;    /* mu; bumped by rlock_client_cancel_waits */
     /* The shortest lease this client has used or may grant; bounds the
      * background thread's round trips (mu). */

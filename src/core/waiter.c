@@ -1,37 +1,146 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/waiter.h"
 #include "util/clock.h"
 
-void rlock__waiter_add(rlock__waiter **list, rlock__waiter *w)
+/* FNV-1a: owner strings differ in their last bytes (the nonce). */
+static size_t owner_hash(const char *p, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return (size_t)(h ^ (h >> 32));
+}
+
+static void bucket_add(rlock__waiter **buckets, size_t n, rlock__waiter *w)
+{
+    rlock__waiter **b = &buckets[owner_hash(w->owner, w->owner_len) & (n - 1)];
+
+    w->hprev = NULL;
+    w->hnext = *b;
+    if (*b)
+        (*b)->hprev = w;
+    *b = w;
+}
+
+/* Room for the index when it is full (two waiters a bucket): twice as
+ * many buckets, every waiter of the list moved. 1 if so; 0 if it was not
+ * full, or out of memory (it stays as it is, its chains longer). */
+static int grow(rlock__waiters *ws)
+{
+    size_t n = ws->nbuckets ? ws->nbuckets * 2 : 64;
+    rlock__waiter **b, *w;
+
+    if (ws->buckets && ws->count <= ws->nbuckets * 2)
+        return 0;
+    if (!(b = calloc(n, sizeof *b)))
+        return 0;
+    for (w = ws->list; w; w = w->next)
+        bucket_add(b, n, w);
+    free(ws->buckets);
+    ws->buckets = b;
+    ws->nbuckets = n;
+    return 1;
+}
+
+void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w)
 {
     rlock__cond_init(&w->cv);
     w->ring_fd = -1;
-    w->next = *list;
-    *list = w;
+    w->ring = NULL;
+    w->listed = 0;
+    w->prev = NULL;
+    w->next = ws->list;
+    if (ws->list)
+        ws->list->prev = w;
+    ws->list = w;
+    ws->count++;
+    /* Grown, the index has w with the rest of the list. */
+    if (!grow(ws) && ws->buckets)
+        bucket_add(ws->buckets, ws->nbuckets, w);
 }
 
-void rlock__waiter_remove(rlock__waiter **list, rlock__waiter *w)
+void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w)
 {
-    rlock__waiter **p;
-
-    for (p = list; *p; p = &(*p)->next) {
-        if (*p == w) {
-            *p = w->next;
-            break;
-        }
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ws->list = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    if (ws->buckets) {
+        if (w->hprev)
+            w->hprev->hnext = w->hnext;
+        else
+            ws->buckets[owner_hash(w->owner, w->owner_len) &
+                        (ws->nbuckets - 1)] = w->hnext;
+        if (w->hnext)
+            w->hnext->hprev = w->hprev;
     }
+    w->next = w->prev = w->hnext = w->hprev = NULL;
+    ws->count--;
     pthread_cond_destroy(&w->cv);
+}
+
+rlock__waiter *rlock__waiter_first(const rlock__waiters *ws, const char *owner,
+                                   size_t len, int *by_list)
+{
+    *by_list = ws->buckets == NULL;
+    if (*by_list)
+        return ws->list;
+    return ws->buckets[owner_hash(owner, len) & (ws->nbuckets - 1)];
+}
+
+void rlock__waiters_forget(rlock__waiters *ws)
+{
+    ws->list = NULL;
+    ws->count = 0;
+    if (ws->buckets)
+        memset(ws->buckets, 0, ws->nbuckets * sizeof *ws->buckets);
+}
+
+void rlock__waiters_free(rlock__waiters *ws)
+{
+    free(ws->buckets);
+    memset(ws, 0, sizeof *ws);
 }
 
 void rlock__waiter_wake(rlock__waiter *w)
 {
     w->woken = 1;
+    if (w->ring && !w->listed) {
+        ssize_t n;
+        w->listed = 1;
+        w->next_woken = w->ring->woken;
+        w->ring->woken = w;
+        n = write(w->ring->fd, "", 1);
+        (void)n; /* a full pipe is a ring already */
+    }
     if (w->ring_fd >= 0) {
         ssize_t n = write(w->ring_fd, "", 1);
         (void)n; /* a full pipe is a ring already */
     }
     pthread_cond_signal(&w->cv);
+}
+
+void rlock__waiter_unring(rlock__waiter *w)
+{
+    rlock__waiter **p;
+
+    if (w->ring && w->listed)
+        for (p = &w->ring->woken; *p; p = &(*p)->next_woken)
+            if (*p == w) {
+                *p = w->next_woken;
+                break;
+            }
+    w->listed = 0;
+    w->ring = NULL;
 }

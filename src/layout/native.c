@@ -232,8 +232,12 @@ static int is_channel(const rlock_client *c, const rlock_mutex *m,
 static void message(rlock_client *c, const rlock__pubsub *p)
 {
     rlock__waiter *w;
+    int by_list;
 
-    for (w = c->waiters; w; w = w->next) {
+    /* The waiters of that owner string only (its bucket of the index). */
+    for (w = rlock__waiter_first(&c->waiters, p->who, p->who_len, &by_list); w;
+         w = by_list ? w->next : w->hnext) {
+        c->waiters_looked++;
         if (w->m->layout != &rlock__layout_native ||
             w->owner_len != p->who_len ||
             memcmp(w->owner, p->who, p->who_len) != 0 ||

@@ -170,7 +170,7 @@ static rlock__waiter *first_asleep(rlock_client *c, const char *ch, size_t len)
 {
     rlock__waiter *w, *found = NULL;
 
-    for (w = c->waiters; w; w = w->next)
+    for (w = c->waiters.list; w; w = w->next)
         if (w->m->layout == &rlock__layout_redisson && !w->woken &&
             is_channel(c, w->m, ch, len))
             found = w;
@@ -185,7 +185,7 @@ static void message(rlock_client *c, const rlock__pubsub *p)
     rlock__waiter *w;
 
     if (p->who_len == 1 && p->who[0] == '1') {
-        for (w = c->waiters; w; w = w->next)
+        for (w = c->waiters.list; w; w = w->next)
             if (w->m->layout == &rlock__layout_redisson &&
                 is_channel(c, w->m, p->channel, p->channel_len))
                 rlock__waiter_wake(w);

@@ -29,6 +29,7 @@ rlock__loop *rlock__loop_make(rlock_client *c, const rlock__loop_hooks *hooks,
     l->c = c;
     l->hooks = *hooks;
     l->side = side;
+    l->wring.fd = l->ring[1];
     return l;
 }
 
@@ -496,11 +497,14 @@ static void advance(rlock__loop *l, rlock__task *t)
         if (what == RLOCK__STEP_SLEEP && t->wait) {
             int sleeps;
             /* The waiter's ring is the loop's while it sleeps: the
-             * subscriber writes it when it wakes the waiter. */
+             * subscriber lists it there and writes the pipe when it
+             * wakes the waiter. */
             pthread_mutex_lock(&c->mu);
             sleeps = !t->wait->w.woken && rlock__now_ns() < t->wait->until;
-            if (sleeps)
-                t->wait->w.ring_fd = l->ring[1];
+            if (sleeps) {
+                t->wait->w.ring = &l->wring;
+                t->wait->w.task = t;
+            }
             pthread_mutex_unlock(&c->mu);
             if (!sleeps)
                 continue;
@@ -541,7 +545,7 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
         io_over(t);
     } else if (t->state == T_SLEEP) {
         pthread_mutex_lock(&l->c->mu);
-        t->wait->w.ring_fd = -1;
+        rlock__waiter_unring(&t->wait->w);
         pthread_mutex_unlock(&l->c->mu);
     }
     /* The op to its end: every request it asks for fails unsent, and its
@@ -640,7 +644,7 @@ static void wake(rlock__loop *l, rlock__task *t, int64_t now)
     pthread_mutex_lock(&c->mu);
     up = t->wait->w.woken || now >= t->until;
     if (up)
-        t->wait->w.ring_fd = -1;
+        rlock__waiter_unring(&t->wait->w);
     pthread_mutex_unlock(&c->mu);
     if (up) {
         advance(l, t);
@@ -703,18 +707,24 @@ static void pass(rlock__loop *l, rlock__task *touched)
         next = t->next;
         look(l, t, now);
     }
-    /* The sleepers a ring woke (the subscriber wrote it). */
+    /* The sleepers a ring woke: those its list names, taken at once
+     * (those woken meanwhile are listed again, and rung again). */
     if (l->rung) {
+        rlock__waiter *w;
         int i, n = 0;
         l->rung = 0;
-        for (i = 0; i < l->nheap; i++)
-            if (l->heap[i]->state == T_SLEEP && woken(l->heap[i])) {
-                if (!grow_tasks(&l->woken, &l->capwoken, n + 1)) {
-                    l->rung = 1; /* out of memory: the next pass */
-                    break;
-                }
-                l->woken[n++] = l->heap[i];
+        pthread_mutex_lock(&l->c->mu);
+        while ((w = l->wring.woken) != NULL) {
+            if (!grow_tasks(&l->woken, &l->capwoken, n + 1)) {
+                l->rung = 1; /* out of memory: the rest next pass */
+                break;
             }
+            l->wring.woken = w->next_woken;
+            w->listed = 0;
+            l->woken[n++] = w->task;
+        }
+        pthread_mutex_unlock(&l->c->mu);
+        l->ring_looks += n;
         for (i = 0; i < n; i++)
             if (l->woken[i]->heap_i >= 0 && l->woken[i]->state == T_SLEEP)
                 look(l, l->woken[i], now);

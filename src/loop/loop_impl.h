@@ -96,15 +96,18 @@ struct rlock__loop {
     } * fds;
     int capfd;
     /* The heap of waiting tasks. A ring wakes some of the sleeping ones:
-     * the next pass looks for which (rung). */
+     * their waiters are on wring's list (the client's mu), which the next
+     * pass takes (rung). */
     rlock__task **heap;
     int nheap, capheap;
+    rlock__ring wring;
     rlock__task **woken; /* a pass's scratch */
     int capwoken;
     int rung;
-    /* Passes made, and tasks looked at in them: what a callback costs
-     * (the tests hold it to the tasks it concerns). */
-    int64_t passes, looks;
+    /* Passes made, tasks looked at in them, and woken sleepers taken from
+     * the ring's list: what a callback costs (the tests hold it to the
+     * tasks it concerns). */
+    int64_t passes, looks, ring_looks;
     rlock__loop_bg bg;
 };
 

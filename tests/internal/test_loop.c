@@ -441,6 +441,93 @@ TEST(a_readiness_looks_at_its_own_task_and_not_at_every_one)
 }
 
 /*
+ * A hand-over among many sleepers costs what concerns the one woken: the
+ * release's message is compared with the waiters of its owner string
+ * alone (the client's index), and the loop takes the woken sleeper from
+ * its ring's list rather than looking through every sleeper. (Before,
+ * each message walked every waiter, and each ring a scan of the heap:
+ * 10,000 waiters made every hand-over cost 10,000 looks twice.)
+ */
+#define MANY_SLEEPERS 1000
+
+TEST(a_hand_over_among_many_sleepers_looks_at_the_one_woken)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c, *other;
+    rlock_mutex *busy, *busy_other;
+    rlock__loop_hooks hooks;
+    rlock__loop *l;
+    test_loop tl;
+    waiter *w;
+    int i, err, n_done;
+    int64_t t0, ring_looks, looked;
+
+    tl_init(&tl, &hooks);
+    CHECK((c = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
+    CHECK((other = rlock_client_open(rt_server_url(s), NULL, &err)) != NULL);
+    CHECK((l = rlock__loop_new(c, &hooks, &err)) != NULL);
+    CHECK((busy = rlock_mutex_new(c, "many-busy", NULL, &err)) != NULL);
+    CHECK((busy_other = rlock_mutex_new(other, "many-busy", NULL, &err)) !=
+          NULL);
+    CHECK_RC(rlock_mutex_trylock(busy_other), RLOCK_OK);
+    CHECK((w = calloc(MANY_SLEEPERS, sizeof *w)) != NULL);
+    for (i = 0; i < MANY_SLEEPERS; i++) {
+        CHECK((w[i].o = rlock_owner_new(&err)) != NULL);
+        wait_task(&w[i].t, &w[i].op.wait, &w[i].call, busy,
+                  rlock__as_owner(w[i].o), 60000, &w[i].acquired);
+        rlock__loop_start(l, &w[i].t);
+    }
+    /* Every one queued in Redis and asleep. */
+    t0 = rlock__now_ns();
+    while (rt_cmd_int(s, "LLEN {rlock:many-busy}:queue") < MANY_SLEEPERS &&
+           rlock__now_ns() - t0 < 30000 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    t0 = rlock__now_ns();
+    while (rlock__now_ns() - t0 < 300 * RLOCK__NS_PER_MS)
+        tl_turn(&tl, l);
+    CHECK_INT(rt_cmd_int(s, "LLEN {rlock:many-busy}:queue"), ==, MANY_SLEEPERS);
+    CHECK_INT(rlock__loop_tasks(l), ==, MANY_SLEEPERS);
+
+    /* The release hands the lock to the first of them. */
+    ring_looks = l->ring_looks;
+    pthread_mutex_lock(&c->mu);
+    looked = (int64_t)c->waiters_looked;
+    pthread_mutex_unlock(&c->mu);
+    CHECK_RC(rlock_mutex_unlock(busy_other), RLOCK_OK);
+    t0 = rlock__now_ns();
+    do {
+        tl_turn(&tl, l);
+        for (i = 0, n_done = 0; i < MANY_SLEEPERS; i++)
+            n_done += w[i].acquired;
+    } while (n_done == 0 && rlock__now_ns() - t0 < 10000 * RLOCK__NS_PER_MS);
+    CHECK_INT(n_done, ==, 1);
+    ring_looks = l->ring_looks - ring_looks;
+    pthread_mutex_lock(&c->mu);
+    looked = (int64_t)c->waiters_looked - looked;
+    pthread_mutex_unlock(&c->mu);
+    printf("a hand-over among %d sleepers: the message compared with %lld "
+           "waiters, the loop took %lld woken sleepers from its ring\n",
+           MANY_SLEEPERS, (long long)looked, (long long)ring_looks);
+    CHECK_INT(looked, >=, 1);
+    CHECK_INT(looked, <=, 8);
+    CHECK_INT(ring_looks, >=, 1);
+    CHECK_INT(ring_looks, <=, 2);
+
+    for (i = 0; i < MANY_SLEEPERS; i++)
+        if (!w[i].acquired)
+            rlock__loop_cancel(l, &w[i].t);
+    rlock__loop_free(l);
+    rlock_mutex_free(busy);
+    rlock_mutex_free(busy_other);
+    rlock_client_close(c);
+    rlock_client_close(other);
+    for (i = 0; i < MANY_SLEEPERS; i++)
+        rlock_owner_free(w[i].o);
+    free(w);
+    rt_server_stop(s);
+}
+
+/*
  * A wait on the loop for a lock another client holds ends at its own
  * deadline (by the loop's timer), with RLOCK_ETIMEDOUT, the loop turning
  * all the while.
