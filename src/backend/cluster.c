@@ -224,8 +224,11 @@ static int read_from(rlock_client *c, int i, int n, const rlock__result *r,
                      rlock__err *e)
 {
     cluster *k = of(c);
-    char host[64], where[96];
+    char host[300], where[320];
 
+    /* (A seed's name may be longer than a master's table keeps: then a
+     * node that names itself "" or "?" maps no slot, rather than a name
+     * cut short.) */
     ask_host(k, i, n, host, sizeof host, where, sizeof where);
     return take_map(k, host, where, r, e);
 }
@@ -715,6 +718,8 @@ static int open_cluster(rlock_client *c, const char *url,
     k->acfg.nscripts = 0;
     k->acfg.obs = NULL;
     k->acfg.request_timeout_ms = opts->connect_timeout_ms;
+    if (k->acfg.max_connections <= 0 || k->acfg.max_connections > 4)
+        k->acfg.max_connections = 4;
     rlock__bounds_widen(&k->acfg.bounds);
     rlock__req_init(&k->slots, &cluster_slots);
     rlock__req_arg(&k->slots, "SLOTS", 5);
@@ -786,9 +791,21 @@ static void fork_hold_cluster(rlock_client *c, int take)
 static int ping_cluster(rlock_client *c, rlock_server_info *info,
                         rlock__call *call)
 {
-    rlock__node *n = node_of(of(c), 0);
+    cluster *k = of(c);
+    rlock__node *n;
+    int known, rc;
 
-    if (!n)
+    /* A client opened lazily knows no master before its first request. */
+    pthread_mutex_lock(&k->mu);
+    known = k->nmasters > 0;
+    pthread_mutex_unlock(&k->mu);
+    if (!known && (rc = refresh(c, call)) != RLOCK_OK)
+        return rc;
+    if (!known && k->nmasters == 0)
+        return rlock__fail(call, RLOCK_EUNAVAILABLE,
+                           "%s has no slots assigned (not a working cluster)",
+                           c->where);
+    if (!(n = node_of(k, 0)))
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     return rlock__node_ping(n, c->opts.command_timeout_ms, info, call);
 }

@@ -134,10 +134,19 @@ int rlock__bexec_abort(rlock__bexec *b)
         }
     }
     /* A backend's own question (a sentinel's) was under way: the request
-     * itself was never sent, whatever reached the sentinel. */
+     * itself was never sent, whatever reached the sentinel, and whatever
+     * its answer, it is not the request's. */
     if (filled && b->rt.req)
-        for (i = 0; i < b->res->n; i++)
-            b->res->r[i].sent = 0;
+        for (i = 0; i < b->res->n; i++) {
+            rlock__result *r = &b->res->r[i];
+            if (r->rc == RLOCK_OK) {
+                rlock__result_drop(r);
+                r->rc = RLOCK_ECANCELED;
+                rlock__err_set(&r->err, RLOCK_ECANCELED,
+                               "the call was canceled");
+            }
+            r->sent = 0;
+        }
     b->stage = BX_DONE;
     return filled;
 }

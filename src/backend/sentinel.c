@@ -357,6 +357,9 @@ typedef struct sentinel_route {
     int must;      /* the request needs their answer (ASK_MUST) */
     int known;     /* a sentinel answered that it does not know the master */
     int tries;     /* exchanges with the master */
+    int asked;     /* they were asked since the master's last exchange:
+                      not again before the next (another thread's
+                      suspicion meanwhile is the next call's to act on) */
     int64_t until; /* the asking's end (0: each sentinel its own) */
     size_t errlen; /* call->err.msg's length before the asking */
 } sentinel_route;
@@ -378,7 +381,7 @@ static int route_sentinel(rlock_client *c, const rlock__req *req, int flags,
 
     (void)res;
     memcpy(&sr, rt->own.bytes, sizeof sr);
-    if (!sr.asking) {
+    if (!sr.asking && !sr.asked) {
         int ask = ask_first(c);
         if (ask != ASK_NOT) {
             sr.asking = 1;
@@ -430,6 +433,7 @@ static int asked(rlock_client *c, sentinel_route *sr, rlock__results *res,
             asked_in_vain(s);
         call->err.msg[sr->errlen] = '\0';
         sr->asking = 0;
+        sr->asked = 1;
         return RLOCK__ROUTE_AGAIN;
     }
     if (rc != RLOCK_ENOMEM && sr->asking < s->nsentinels &&
@@ -465,6 +469,7 @@ static int routed_sentinel(rlock_client *c, const rlock__req *req,
         return rc;
     }
     sr.tries++;
+    sr.asked = 0;
     memcpy(rt->own.bytes, &sr, sizeof sr);
     if (res->r[0].rc == RLOCK_OK)
         return RLOCK__ROUTE_DONE;
@@ -497,6 +502,10 @@ static int open_sentinels(rlock_client *c, sentinel *s, rlock__call *call)
     s->scfg.nscripts = 0;
     s->scfg.obs = NULL;
     s->scfg.request_timeout_ms = c->opts.connect_timeout_ms;
+    /* A question now and then: a few connections each at most (a silent
+     * sentinel's unanswered ones are retired by the pool's rules). */
+    if (s->scfg.max_connections <= 0 || s->scfg.max_connections > 4)
+        s->scfg.max_connections = 4;
     rlock__bounds_widen(&s->scfg.bounds);
     for (i = 0; i < s->nsentinels; i++) {
         char where[300];

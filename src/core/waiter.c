@@ -57,6 +57,7 @@ void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w)
     w->ring_fd = -1;
     w->ring = NULL;
     w->listed = 0;
+    w->gen = ws->gen;
     w->prev = NULL;
     w->next = ws->list;
     if (ws->list)
@@ -70,6 +71,12 @@ void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w)
 
 void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w)
 {
+    /* Forgotten with the rest (a forked child's first call, while this
+     * wait went on): its links are the parent's. */
+    if (w->gen != ws->gen) {
+        pthread_cond_destroy(&w->cv);
+        return;
+    }
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -101,6 +108,7 @@ rlock__waiter *rlock__waiter_first(const rlock__waiters *ws, const char *owner,
 
 void rlock__waiters_forget(rlock__waiters *ws)
 {
+    ws->gen++;
     ws->list = NULL;
     ws->count = 0;
     if (ws->buckets)
@@ -119,7 +127,10 @@ void rlock__waiter_wake(rlock__waiter *w)
     if (w->ring && !w->listed) {
         ssize_t n;
         w->listed = 1;
+        w->prev_woken = NULL;
         w->next_woken = w->ring->woken;
+        if (w->next_woken)
+            w->next_woken->prev_woken = w;
         w->ring->woken = w;
         n = write(w->ring->fd, "", 1);
         (void)n; /* a full pipe is a ring already */
@@ -133,14 +144,14 @@ void rlock__waiter_wake(rlock__waiter *w)
 
 void rlock__waiter_unring(rlock__waiter *w)
 {
-    rlock__waiter **p;
-
-    if (w->ring && w->listed)
-        for (p = &w->ring->woken; *p; p = &(*p)->next_woken)
-            if (*p == w) {
-                *p = w->next_woken;
-                break;
-            }
+    if (w->ring && w->listed) {
+        if (w->prev_woken)
+            w->prev_woken->next_woken = w->next_woken;
+        else
+            w->ring->woken = w->next_woken;
+        if (w->next_woken)
+            w->next_woken->prev_woken = w->prev_woken;
+    }
     w->listed = 0;
     w->ring = NULL;
 }

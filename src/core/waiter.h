@@ -46,9 +46,12 @@ typedef struct rlock__waiter {
     /* A loop task's instead, while it sleeps (NULL otherwise): the wake
      * lists it there once (listed), for the loop to find with task. */
     rlock__ring *ring;
-    struct rlock__waiter *next_woken;
+    struct rlock__waiter *next_woken, *prev_woken;
     int listed;
     void *task;
+    /* The generation of the client's waiters it was added in: one that
+     * rlock__waiters_forget dropped (a forked child's) is not unlinked. */
+    unsigned gen;
 } rlock__waiter;
 
 /*
@@ -62,12 +65,13 @@ typedef struct rlock__waiters {
     rlock__waiter **buckets; /* NULL until the first waiter (or no memory:
                                 then the list is walked) */
     size_t nbuckets, count;
+    unsigned gen; /* bumped by rlock__waiters_forget */
 } rlock__waiters;
 
 /* Sets up w (cv on CLOCK_MONOTONIC; its owner and owner_len written) and
  * adds it to ws. */
 void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w);
-/* Takes w out of ws and destroys its cv. */
+/* Takes w out of ws (unless ws forgot it since) and destroys its cv. */
 void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w);
 /* The first waiter that may be owner's (of len bytes): follow hnext and
  * compare each one's owner, as more owners share a bucket. (With no

@@ -720,6 +720,8 @@ static void pass(rlock__loop *l, rlock__task *touched)
                 break;
             }
             l->wring.woken = w->next_woken;
+            if (l->wring.woken)
+                l->wring.woken->prev_woken = NULL;
             w->listed = 0;
             l->woken[n++] = w->task;
         }

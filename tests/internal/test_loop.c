@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/handles.h"
 #include "engine/engine.h"
@@ -525,6 +526,92 @@ TEST(a_hand_over_among_many_sleepers_looks_at_the_one_woken)
         rlock_owner_free(w[i].o);
     free(w);
     rt_server_stop(s);
+}
+
+/*
+ * The client's index of waiters, by hand: many owners in few buckets
+ * (grown as they come), each found by its owner string among the others
+ * of its bucket, removed in any order; a ring's list of the woken, a
+ * waiter taken off it from the middle; and a waiter a forked child's
+ * first call forgot (its thread goes on in the child, and its wait ends
+ * there) is not unlinked from the child's new waiters, which stay found.
+ */
+#define INDEXED 300
+
+static int found_in_index(const rlock__waiters *ws, const rlock__waiter *w)
+{
+    const rlock__waiter *x;
+    int by_list;
+
+    for (x = rlock__waiter_first(ws, w->owner, w->owner_len, &by_list); x;
+         x = by_list ? x->next : x->hnext)
+        if (x == w)
+            return 1;
+    return 0;
+}
+
+TEST(the_waiters_index_finds_each_owner_and_survives_a_fork)
+{
+    rlock__waiters ws;
+    rlock__waiter *w, child;
+    rlock__ring ring;
+    int i, p[2];
+
+    memset(&ws, 0, sizeof ws);
+    CHECK((w = calloc(INDEXED, sizeof *w)) != NULL);
+    for (i = 0; i < INDEXED; i++) {
+        w[i].owner_len =
+            (size_t)snprintf(w[i].owner, sizeof w[i].owner, "owner-%d:7", i);
+        rlock__waiter_add(&ws, &w[i]);
+    }
+    CHECK_INT((long long)ws.count, ==, INDEXED);
+    CHECK_INT((long long)ws.nbuckets, >=, INDEXED / 2);
+    for (i = 0; i < INDEXED; i++)
+        CHECK(found_in_index(&ws, &w[i]));
+    /* Every third removed: the others are still found, those not. */
+    for (i = 0; i < INDEXED; i += 3)
+        rlock__waiter_remove(&ws, &w[i]);
+    for (i = 0; i < INDEXED; i++)
+        CHECK_INT(found_in_index(&ws, &w[i]), ==, i % 3 != 0);
+
+    /* The woken, listed on a ring; one taken off from the middle. */
+    CHECK(pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0);
+    ring.fd = p[1];
+    ring.woken = NULL;
+    for (i = 1; i <= 3; i++)
+        w[i].ring = &ring;
+    rlock__waiter_wake(&w[1]);
+    rlock__waiter_wake(&w[2]);
+    rlock__waiter_wake(&w[2]); /* listed once */
+    rlock__waiter_wake(&w[4]); /* no ring: not listed */
+    CHECK(ring.woken == &w[2] && w[2].next_woken == &w[1] &&
+          w[1].next_woken == NULL);
+    rlock__waiter_unring(&w[2]);
+    CHECK(ring.woken == &w[1] && w[1].prev_woken == NULL);
+    rlock__waiter_unring(&w[1]);
+    rlock__waiter_unring(&w[3]); /* never woken */
+    CHECK(ring.woken == NULL);
+    close(p[0]);
+    close(p[1]);
+
+    /* A fork: the child forgets them, adds its own, and the wait the
+     * forking thread was in ends there. */
+    rlock__waiters_forget(&ws);
+    child.owner_len =
+        (size_t)snprintf(child.owner, sizeof child.owner, "child:1");
+    rlock__waiter_add(&ws, &child);
+    rlock__waiter_remove(&ws, &w[1]);
+    CHECK_INT((long long)ws.count, ==, 1);
+    CHECK(ws.list == &child && child.next == NULL);
+    CHECK(found_in_index(&ws, &child));
+    rlock__waiter_remove(&ws, &child);
+    CHECK_INT((long long)ws.count, ==, 0);
+    CHECK(ws.list == NULL);
+    for (i = 0; i < INDEXED; i++)
+        if (i % 3 != 0 && i != 1)
+            pthread_cond_destroy(&w[i].cv);
+    rlock__waiters_free(&ws);
+    free(w);
 }
 
 /*
