@@ -258,6 +258,10 @@ int rlock__slot_start(rlock__slot *slot, rlock_client *c, rlock__bexec *b);
 /* The subscriber's connection, blocking: to the backend's sub_node, the
  * next one after each that fails, each by the connect timeout. */
 int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call);
+/* When one server asked where things are (a sentinel, a cluster node
+ * asked for the slot map) must have answered: the connect timeout from
+ * now, within until (the asking's own end; 0: none). */
+int64_t rlock__ask_until(const rlock_client *c, int64_t until);
 /* routed of a deployment whose request is one exchange over every node
  * the backend lists. */
 int rlock__routed_once(rlock_client *c, const rlock__req *req, rlock__route *rt,

@@ -208,16 +208,6 @@ static void ask_host(cluster *k, int i, int n, char *host, size_t len,
     snprintf(where, wlen, "%s:%d", host, port);
 }
 
-/* How long one node is given to answer: the connect timeout, within
- * until (0: none). */
-static int64_t ask_until(const rlock_client *c, int64_t until)
-{
-    int64_t one = rlock__now_ns() +
-                  (int64_t)c->opts.connect_timeout_ms * RLOCK__NS_PER_MS;
-
-    return until && until < one ? until : one;
-}
-
 /* Node i's answer (r) to a reading that began with n masters known:
  * RLOCK_OK with the map taken, or the failure in e. */
 static int read_from(rlock_client *c, int i, int n, const rlock__result *r,
@@ -259,7 +249,7 @@ static int refresh(rlock_client *c, rlock__call *call)
         rlock__err e;
         int rc;
         if (!node || rlock__nodes_exec(&node, 1, &k->slots, 0,
-                                       ask_until(c, call->deadline_ns),
+                                       rlock__ask_until(c, call->deadline_ns),
                                        &res) != RLOCK_OK)
             return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
         rlock__err_clear(&e);
@@ -497,7 +487,7 @@ static int route_cluster(rlock_client *c, const rlock__req *req, int flags,
         node = ask_node(k, s.reading - 1, s.reading_n);
         rt->req = &k->slots;
         rt->flags = s.flags & RLOCK__X_NOWAIT;
-        rt->deadline_ns = ask_until(c, s.deadline);
+        rt->deadline_ns = rlock__ask_until(c, s.deadline);
     } else {
         idx = s.asking >= 0 ? s.asking : slot_master(k, s.slot);
         node = node_of(k, idx);

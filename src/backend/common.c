@@ -207,6 +207,14 @@ void rlock__slot_run(rlock__slot *slot, rlock_client *c)
     rlock__backend_exec(c, &slot->req, slot->flags, &slot->res, slot->call);
 }
 
+int64_t rlock__ask_until(const rlock_client *c, int64_t until)
+{
+    int64_t one = rlock__now_ns() +
+                  (int64_t)c->opts.connect_timeout_ms * RLOCK__NS_PER_MS;
+
+    return until && until < one ? until : one;
+}
+
 int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call)
 {
     int i, rc = RLOCK_OK;

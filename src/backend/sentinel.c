@@ -223,16 +223,6 @@ static int none_named(rlock_client *c, int known, const char *errs,
                        of(c)->master_name, errs);
 }
 
-/* How long one sentinel is given: the connect timeout, within until (the
- * asking's own end; 0: none). */
-static int64_t sentinel_until(const rlock_client *c, int64_t until)
-{
-    int64_t one = rlock__now_ns() +
-                  (int64_t)c->opts.connect_timeout_ms * RLOCK__NS_PER_MS;
-
-    return until && until < one ? until : one;
-}
-
 /* Asks the sentinels, in the order given, where the master is, and
  * points the node there, blocking: each sentinel is given the connect
  * timeout for its exchange, within the call's deadline. The same round
@@ -247,8 +237,9 @@ static int resolve(rlock_client *c, rlock__call *call)
 
     for (i = 0; i < s->nsentinels; i++) {
         rlock__results res;
-        int rc = rlock__nodes_exec(&s->snodes[i], 1, &s->ask, 0,
-                                   sentinel_until(c, call->deadline_ns), &res);
+        int rc =
+            rlock__nodes_exec(&s->snodes[i], 1, &s->ask, 0,
+                              rlock__ask_until(c, call->deadline_ns), &res);
         if (rc != RLOCK_OK)
             return rlock__fail(call, rc, "out of memory");
         rc = took(c, i, &res.r[0], &known, errs, sizeof errs, &len);
@@ -395,7 +386,7 @@ static int route_sentinel(rlock_client *c, const rlock__req *req, int flags,
         rt->req = &s->ask;
         rt->nodes[0] = s->snodes[sr.asking - 1];
         rt->flags = flags & RLOCK__X_NOWAIT;
-        rt->deadline_ns = sentinel_until(c, sr.until);
+        rt->deadline_ns = rlock__ask_until(c, sr.until);
     } else {
         if (req->replicas > 0)
             ms += c->opts.sync_timeout_ms;
