@@ -99,6 +99,41 @@ int rt_free_port(void)
     return port;
 }
 
+/* Whether port is free on the loopback now. */
+static int port_free(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((unsigned short)port);
+    ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A free port for a cluster node: its bus port (10,000 above) must be a
+ * port too, and free. (The kernel hands out ports up to 60999, and close
+ * to the last one: a node given 55536 or more exits at once, and so may
+ * every retry.) */
+static int free_cluster_port(void)
+{
+    int i, port = 0;
+
+    for (i = 0; i < 200; i++) {
+        port = rt_free_port();
+        if (port + 10000 <= 65535 && port_free(port + 10000))
+            return port;
+        port = 20000 + (int)((unsigned)rand() % 20000);
+        if (port_free(port) && port_free(port + 10000))
+            return port;
+    }
+    return port;
+}
+
 /* Writes the Sentinel's configuration file (Sentinel rewrites it as it
  * learns) and returns its path. */
 static const char *sentinel_conf(rt_server *s, char *path, size_t len)
@@ -294,7 +329,8 @@ rt_server *rt_server_start(const rt_server_opts *opts)
     /* The port is free when we look and may be taken before redis binds
      * it; try another one then. */
     for (attempt = 0; attempt < 5; attempt++) {
-        s->port = rt_free_port();
+        s->port =
+            s->opts.cluster_enabled ? free_cluster_port() : rt_free_port();
         snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
         spawn(s);
         if (wait_ready(s))
