@@ -193,11 +193,12 @@ static long waiters_ended;
 static void waiter_ended(rlock_async_mutex *m, int status, uint64_t token,
                          void *arg)
 {
-    (void)m;
-    (void)status;
     (void)token;
     (void)arg;
-    waiters_ended++;
+    /* None ends while the run lasts: the first that does says why. */
+    if (waiters_ended++ == 0 && status != RLOCK_ECANCELED)
+        fprintf(stderr, "rlock-bench: async: a waiter ended: %s (%s)\n",
+                rlock_strerror(status), rlock_async_errmsg(m));
 }
 
 static long long queued(redisContext *raw)

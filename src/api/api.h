@@ -26,7 +26,8 @@ rlock_client *rlock__client_open(const char *url, const rlock_client_opts *opts,
 
 /* Every public call ends here: rc's detail (call's, or the code's name)
  * becomes the calling thread's for client c (NULL: rlock_client_open's)
- * and owner's. Returns rc. */
+ * and owner's, and call's detail is given back (rlock__call_end).
+ * Returns rc. */
 int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
                     int rc);
 

@@ -72,6 +72,7 @@ static int op_room(acall *ac, size_t size)
 
 static void acall_free(acall *ac)
 {
+    rlock__call_end(&ac->call);
     free(ac->op.any);
     free(ac);
 }
@@ -122,7 +123,7 @@ static void set_errmsg(rlock_async_mutex *am, const char *msg)
  * thread's record for calls of no mutex (rlock_async_errmsg(NULL)). */
 static int fail_call(rlock_async_mutex *am, int rc, const char *msg)
 {
-    rlock__call call;
+    rlock__call call = {0};
 
     rlock__call_init(&call, 0);
     if (am)
@@ -233,10 +234,10 @@ static void end_call(acall *ac, int rc)
     if (ac->canceled && rc != RLOCK_OK)
         rc = rlock__fail(&ac->call, RLOCK_ECANCELED, "the call was canceled");
     ac->rc = rc;
-    rlock__api_done(&ac->call, a->c, am->o, rc);
     if (rc != RLOCK_OK)
-        set_errmsg(am,
-                   ac->call.err.msg[0] ? ac->call.err.msg : rlock_strerror(rc));
+        set_errmsg(am, ac->call.msg && ac->call.msg[0] ? ac->call.msg
+                                                       : rlock_strerror(rc));
+    rlock__api_done(&ac->call, a->c, am->o, rc);
     ac->ended = 1;
     ac->next_ended = NULL;
     *a->ended_tail = ac;
@@ -250,16 +251,18 @@ static void end_call(acall *ac, int rc)
 static int still_held(acall *ac, int rc)
 {
     rlock_mutex *m = ac->am->m;
-    rlock__call check;
+    rlock__call check = {0};
     int64_t left;
 
     if (rc != RLOCK_OK)
         return rc;
     rlock__call_init(&check, 0);
-    if (rlock__lease_left(&check, m, ac->t.owner, &left) != RLOCK_ELOST)
+    if (rlock__lease_left(&check, m, ac->t.owner, &left) != RLOCK_ELOST) {
+        rlock__call_end(&check);
         return RLOCK_OK;
+    }
     rlock__forget(m, ac->t.owner);
-    ac->call.err = check.err;
+    rlock__call_take(&ac->call, &check);
     return RLOCK_ELOST;
 }
 

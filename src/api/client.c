@@ -183,7 +183,7 @@ rlock_client *rlock__client_open(const char *url, const rlock_client_opts *opts,
                                  int lazy, int *err)
 {
     rlock_client_opts defaults;
-    rlock__call call;
+    rlock__call call = {0};
     rlock_client *c;
     int rc, dummy;
 
@@ -220,6 +220,7 @@ rlock_client *rlock__client_open(const char *url, const rlock_client_opts *opts,
     c->fork_guard.hold = fork_hold;
     c->fork_guard.arg = c;
     rlock__fork_guard_add(&c->fork_guard);
+    rlock__call_end(&call); /* (a cause gathered on the way, if any) */
     *err = RLOCK_OK;
     return c;
 }
@@ -296,7 +297,7 @@ int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
     const char *msg;
 
     if (rc != RLOCK_OK) {
-        msg = call->err.msg[0] ? call->err.msg : rlock_strerror(rc);
+        msg = call->msg && call->msg[0] ? call->msg : rlock_strerror(rc);
         rlock__errmsg_set(c ? c->serial : 0, msg);
         if (owner)
             rlock__owner_set_errmsg(owner, msg);
@@ -304,6 +305,7 @@ int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
             rlock__obs_log(c->obs, failure_level(rc), "%s (%s)", msg,
                            rlock_strerror(rc));
     }
+    rlock__call_end(call);
     /* The events of the call, and its log line, on this thread before it
      * returns (no lock of the library is held here). */
     rlock__obs_flush();
@@ -312,7 +314,7 @@ int rlock__api_done(rlock__call *call, rlock_client *c, rlock_owner *owner,
 
 int rlock_client_ping(rlock_client *c, rlock_server_info *info)
 {
-    rlock__call call;
+    rlock__call call = {0};
 
     rlock__call_init(&call, 0);
     if (!c || !info)

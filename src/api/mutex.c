@@ -117,7 +117,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
                                  int *err)
 {
     rlock_mutex_opts defaults;
-    rlock__call call;
+    rlock__call call = {0};
     rlock_mutex *m;
     int dummy, rc;
 
@@ -175,6 +175,7 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
         return NULL;
     }
     pack_names(m);
+    rlock__call_end(&call);
     if (opts->lease_ms > 0) {
         pthread_mutex_lock(&c->mu);
         if (opts->lease_ms < c->shortest_lease_ms)
@@ -252,14 +253,16 @@ static int done(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
  */
 static int held(rlock__call *call, rlock_mutex *m, rlock__as as, int rc)
 {
-    rlock__call check;
+    rlock__call check = {0};
     int64_t left;
 
     if ((rc = done(call, m, as, rc)) != RLOCK_OK)
         return rc;
     rlock__call_init(&check, 0);
-    if (rlock__lease_left(&check, m, as, &left) != RLOCK_ELOST)
+    if (rlock__lease_left(&check, m, as, &left) != RLOCK_ELOST) {
+        rlock__call_end(&check);
         return RLOCK_OK;
+    }
     rlock__forget(m, as);
     return done(&check, m, as, RLOCK_ELOST);
 }
@@ -281,7 +284,7 @@ static int try_once(rlock__call *call, rlock_mutex *m, rlock__as as,
 
 static int trylock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -292,7 +295,7 @@ static int trylock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 
 static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -304,7 +307,7 @@ static int lock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                         int64_t wait_ms)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -322,7 +325,7 @@ static int timedlock_as(rlock_mutex *m, rlock_owner *o, int as_owner,
 
 static int unlock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -334,7 +337,7 @@ static int unlock_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 static int extend_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                      int64_t lease_ms)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -352,7 +355,7 @@ static int extend_as(rlock_mutex *m, rlock_owner *o, int as_owner,
 static int token_rc(rlock_mutex *m, rlock_owner *o, int as_owner,
                     uint64_t *token)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -373,7 +376,7 @@ static uint64_t token_as(rlock_mutex *m, rlock_owner *o, int as_owner)
 static int lease_left_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                          int64_t *left_ms)
 {
-    rlock__call call;
+    rlock__call call = {0};
     rlock__as as;
     int rc;
 
@@ -392,7 +395,7 @@ static int lease_left_as(rlock_mutex *m, rlock_owner *o, int as_owner,
 static int fence_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                     uint64_t *token)
 {
-    rlock__call call;
+    rlock__call call = {0};
 
     if (!token) {
         rlock__call_init(&call, 0);
@@ -407,7 +410,7 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
                    int64_t wait_ms, int (*fn)(void *arg, uint64_t token),
                    void *arg)
 {
-    rlock__call call;
+    rlock__call call = {0};
     uint64_t token;
     int rc, result;
 
@@ -432,7 +435,7 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
          * reply) that could not be drawn now: fn, which is owed one, is
          * not called. A lost hold has nothing to release. */
         rlock__as as = as_owner ? rlock__as_owner(o) : rlock__as_thread();
-        rlock__call undo;
+        rlock__call undo = {0};
         int urc;
         if (rc != RLOCK_ELOST) {
             /* rlock_with's own level goes back; an outer hold of the same
@@ -441,6 +444,7 @@ static int with_as(rlock_mutex *m, rlock_owner *o, int as_owner,
             urc = rlock__release(&undo, m, as);
             if (urc != RLOCK_OK && urc != RLOCK_ENOTIFY && urc != RLOCK_ELOST)
                 rlock__forget(m, as);
+            rlock__call_end(&undo);
             /* The level given back is told before the call returns. */
             rlock__obs_flush();
         }
@@ -558,7 +562,7 @@ int rlock_with_as(rlock_mutex *m, rlock_owner *o, int64_t wait_ms,
 
 int rlock_mutex_status(rlock_mutex *m, rlock_status *st)
 {
-    rlock__call call;
+    rlock__call call = {0};
 
     rlock__call_init(&call, 0);
     if (!m || !st)
@@ -575,7 +579,7 @@ int rlock_mutex_force_unlock_ex(rlock_mutex *m, unsigned flags,
                                 rlock_status *removed)
 {
     rlock_status dummy;
-    rlock__call call;
+    rlock__call call = {0};
 
     rlock__call_init(&call, 0);
     if (!m)

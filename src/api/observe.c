@@ -37,7 +37,7 @@ int rlock_client_set_event_cb(rlock_client *c,
                               void (*cb)(const rlock_event *ev, void *arg),
                               void *arg)
 {
-    rlock__call call;
+    rlock__call call = {0};
     int rc;
 
     if ((rc = enter(&call, c)) != RLOCK_OK)
@@ -50,7 +50,7 @@ int rlock_client_set_log_cb(rlock_client *c, int min_level,
                             void (*cb)(int level, const char *msg, void *arg),
                             void *arg)
 {
-    rlock__call call;
+    rlock__call call = {0};
     int rc;
 
     if ((rc = enter(&call, c)) != RLOCK_OK)
@@ -79,7 +79,7 @@ static int64_t holds_now(rlock_client *c)
 
 int rlock_client_stats(rlock_client *c, rlock_stats *st)
 {
-    rlock__call call;
+    rlock__call call = {0};
     size_t len;
 
     rlock__call_init(&call, 0);
@@ -302,7 +302,7 @@ static void metrics(out *o, const rlock_client *c, const rlock_stats *st)
 long rlock_client_metrics_text(rlock_client *c, char *buf, size_t len)
 {
     rlock_stats st = RLOCK_STATS_INIT;
-    rlock__call call;
+    rlock__call call = {0};
     out o;
 
     rlock__call_init(&call, 0);

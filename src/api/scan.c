@@ -50,7 +50,7 @@ rlock_scan *rlock_scan_new(rlock_client *c, const char *match, const char *type,
                            int *err)
 {
     int ids[RLOCK__SERVERS_MAX], sent = 0, n, i, dummy;
-    rlock__call call;
+    rlock__call call = {0};
     rlock_scan *s;
 
     if (!err)
@@ -90,6 +90,7 @@ rlock_scan *rlock_scan_new(rlock_client *c, const char *match, const char *type,
         strcpy(s->servers[i].cursor, "0");
         s->servers[i].dbsize = -1;
     }
+    rlock__call_end(&call);
     *err = RLOCK_OK;
     return s;
 }
@@ -149,7 +150,7 @@ int rlock_scan_next(rlock_scan *s, int count,
     const char *argv[8], *dbsize[1] = {"DBSIZE"}, *where = "";
     redisReply *replies[2] = {NULL, NULL}, *scan;
     rlock__cmd cmds[2];
-    rlock__call call;
+    rlock__call call = {0};
     char count_s[16], next[24];
     int i, argc = 0, ncmds = 0, rc;
     size_t k;
@@ -196,7 +197,7 @@ int rlock_scan_next(rlock_scan *s, int count,
         return rlock__api_done(&call, s->c, NULL, rc);
     scan = replies[ncmds - 1];
     if (scan->type == REDIS_REPLY_ERROR)
-        rc = rlock__reply_error(where, scan, &call.err);
+        rc = rlock__call_reply_error(&call, where, scan);
     else
         rc = read_answer(scan, where, next, &call);
     if (rc == RLOCK_OK) {

@@ -340,8 +340,8 @@ static const char *redirect(const rlock__result *r, const char *word)
 static void fail_one(rlock__results *res, rlock__call *call)
 {
     rlock__results_init(res, 1);
-    res->r[0].rc = call->err.code;
-    res->r[0].err = call->err;
+    res->r[0].rc = call->code;
+    rlock__call_get(call, &res->r[0].err);
 }
 
 /* The first pause after a TRYAGAIN and the longest (each is drawn between
@@ -436,7 +436,7 @@ static void begin_reading(cluster *k, cluster_route *s, int must,
     pthread_mutex_unlock(&k->mu);
     s->reading = 1;
     s->must = must;
-    s->errlen = strlen(call->err.msg);
+    s->errlen = strlen(rlock__call_msg(call));
 }
 
 /* The next exchange of the route (after the pause routed asked for, if
@@ -517,14 +517,14 @@ static int read_step(rlock_client *c, cluster_route *s, rlock__results *res,
 {
     cluster *k = of(c);
     rlock__err e;
+    char *buf;
     int rc;
 
     rlock__err_clear(&e);
     rc = read_from(c, s->reading - 1, s->reading_n, &res->r[0], &e);
     rlock__results_clear(res);
-    if (rc != RLOCK_OK)
-        snprintf(call->err.msg + s->errlen, sizeof call->err.msg - s->errlen,
-                 "%s", e.msg);
+    if (rc != RLOCK_OK && (buf = rlock__call_buf(call)) != NULL)
+        snprintf(buf + s->errlen, RLOCK__ERR_MAX - s->errlen, "%s", e.msg);
     if (rc != RLOCK_OK && rc != RLOCK_ENOMEM &&
         s->reading < s->reading_n + k->nseeds &&
         rlock__now_ns() < s->deadline) {
@@ -536,14 +536,14 @@ static int read_step(rlock_client *c, cluster_route *s, rlock__results *res,
      * master is not asked for again by this request. */
     s->read = rc == RLOCK_OK || s->must;
     if (rc == RLOCK_OK || (rc != RLOCK_ENOMEM && !s->must)) {
-        call->err.msg[s->errlen] = '\0';
+        rlock__call_cut(call, s->errlen);
         return RLOCK__ROUTE_AGAIN;
     }
     if (rc == RLOCK_ENOMEM) {
         rlock__fail(call, rc, "out of memory");
     } else {
         char why[RLOCK__ERR_MAX];
-        snprintf(why, sizeof why, "%s", call->err.msg + s->errlen);
+        snprintf(why, sizeof why, "%s", rlock__call_msg(call) + s->errlen);
         none_answered(c, why, call);
     }
     fail_one(res, call);
@@ -655,6 +655,7 @@ static int open_cluster(rlock_client *c, const char *url,
     rlock_client_opts eff = *opts;
     cluster *k = calloc(1, sizeof *k);
     rlock__url tls;
+    rlock__err e;
     const char *spec, *end;
     char *rest = NULL;
     int rc;
@@ -664,8 +665,8 @@ static int open_cluster(rlock_client *c, const char *url,
     c->bk = k;
     pthread_mutex_init(&k->mu, NULL);
     memset(k->map, 0xff, sizeof k->map);
-    if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
-        return rc;
+    if ((rc = rlock__url_split_tls(url, &tls, &rest, &e)) != RLOCK_OK)
+        return rlock__call_set(call, &e);
     rc = rlock__url_tls(&tls, &eff, call);
     if (rc == RLOCK_OK)
         rc = rlock__client_tls(c, &eff, call);
@@ -684,9 +685,10 @@ static int open_cluster(rlock_client *c, const char *url,
                          "cluster URL: only host:port,... (no database, "
                          "parameters or credentials; credentials go in the "
                          "client options)");
-    else
-        rc = rlock__url_list_parse(spec, end, k->seeds, SEEDS_MAX, &k->nseeds,
-                                   "cluster", &call->err);
+    else if ((rc = rlock__url_list_parse(spec, end, k->seeds, SEEDS_MAX,
+                                         &k->nseeds, "cluster", &e)) !=
+             RLOCK_OK)
+        rlock__call_set(call, &e);
     if (rc == RLOCK_OK)
         snprintf(c->where, sizeof c->where, "cluster %.*s",
                  (int)(end - spec) < 200 ? (int)(end - spec) : 200, spec);

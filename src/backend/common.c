@@ -228,7 +228,7 @@ int rlock__sub_connect(rlock_client *c, rlock__conn **out, rlock__call *call)
                 rc = rlock__fail(call, RLOCK_ECONNECT, "no server of %s",
                                  c->where);
             else
-                rc = call->err.code ? call->err.code : RLOCK_ECONNECT;
+                rc = call->code ? call->code : RLOCK_ECONNECT;
             break;
         }
         rc = rlock__node_connect(
@@ -393,7 +393,7 @@ int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,
     if (rc != RLOCK_OK)
         return rc;
     if (r->type == REDIS_REPLY_ERROR)
-        rc = rlock__reply_error(rlock__node_where(n), r, &call->err);
+        rc = rlock__call_reply_error(call, rlock__node_where(n), r);
     freeReplyObject(r);
     if (rc != RLOCK_OK)
         return rc;
@@ -414,7 +414,7 @@ int rlock__node_ping(rlock__node *n, int timeout_ms, rlock_server_info *info,
         if (!info->server[0])
             snprintf(info->server, sizeof info->server, "redis");
     } else if (r->type == REDIS_REPLY_ERROR) {
-        rc = rlock__reply_error(rlock__node_where(n), r, &call->err);
+        rc = rlock__call_reply_error(call, rlock__node_where(n), r);
     }
     freeReplyObject(r);
     return rc;

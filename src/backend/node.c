@@ -305,6 +305,15 @@ static const struct {
     {"CLUSTERDOWN", RLOCK_EUNAVAILABLE, "belongs to a cluster that is down"},
 };
 
+int rlock__call_reply_error(rlock__call *call, const char *where,
+                            const redisReply *r)
+{
+    rlock__err e;
+
+    rlock__reply_error(where, r, &e);
+    return rlock__call_set(call, &e);
+}
+
 int rlock__reply_error(const char *where, const redisReply *r, rlock__err *e)
 {
     const char *s = r->str ? r->str : "";
@@ -1469,10 +1478,10 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
                   (int64_t)n->cfg->connect_timeout_ms * RLOCK__NS_PER_MS,
               deadline_ns);
     if (rlock__conn_error(l.conn)->code != 0) {
-        rc = net_error(n, rlock__conn_error(l.conn), cmds[0].argv[0],
-                       n->cfg->request_timeout_ms, &call->err);
+        net_error(n, rlock__conn_error(l.conn), cmds[0].argv[0],
+                  n->cfg->request_timeout_ms, &res.err);
         leg_done(&l, 1);
-        return rc;
+        return rlock__call_set(call, &res.err);
     }
     if (rlock__conn_ready(l.conn) < l.want) {
         leg_owes(&l, n->cfg->request_timeout_ms, &res);
@@ -1480,10 +1489,9 @@ int rlock__node_commands(rlock__node *n, int ncmds, const rlock__cmd *cmds,
                            "%s: no reply from %s within %d ms", cmds[0].argv[0],
                            n->where, n->cfg->request_timeout_ms);
     }
-    if (l.fresh &&
-        (rc = handshake_check(n, l.conn, l.hs, &call->err)) != RLOCK_OK) {
+    if (l.fresh && handshake_check(n, l.conn, l.hs, &res.err) != RLOCK_OK) {
         leg_done(&l, 1);
-        return rc;
+        return rlock__call_set(call, &res.err);
     }
     heard_now(n);
     for (i = 0; i < ncmds; i++)
@@ -1498,6 +1506,7 @@ int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
     rlock__endpoint ep;
     rlock__neterr ne;
     rlock__conn *c;
+    rlock__err e;
     char host[256];
     int hs, rc;
 
@@ -1512,10 +1521,10 @@ int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
     if (rc != RLOCK_OK)
         return rlock__fail(call, rc, "cannot connect to %s: %s", n->where,
                            ne.msg);
-    hs = handshake_queue(n, c, &call->err);
+    hs = handshake_queue(n, c, &e);
     if (hs < 0) {
         rlock__conn_close(c);
-        return hs;
+        return rlock__call_set(call, &e);
     }
     *want = (size_t)hs;
     *out = c;
@@ -1525,20 +1534,20 @@ int rlock__node_connect_begin(rlock__node *n, rlock__conn **out, size_t *want,
 int rlock__node_connect_end(rlock__node *n, rlock__conn *c, size_t want,
                             rlock__call *call)
 {
-    int rc;
+    rlock__err e;
 
     if (rlock__conn_error(c)->code == 0 &&
         (!rlock__conn_up(c) || rlock__conn_ready(c) < want))
         rlock__conn_fail(c, RLOCK_ENOREPLY, "no reply in time");
     if (rlock__conn_error(c)->code != 0) {
-        rc = net_error(n, rlock__conn_error(c), "connecting",
-                       n->cfg->connect_timeout_ms, &call->err);
+        net_error(n, rlock__conn_error(c), "connecting",
+                  n->cfg->connect_timeout_ms, &e);
         rlock__conn_close(c);
-        return rc;
+        return rlock__call_set(call, &e);
     }
-    if ((rc = handshake_check(n, c, (int)want, &call->err)) != RLOCK_OK) {
+    if (handshake_check(n, c, (int)want, &e) != RLOCK_OK) {
         rlock__conn_close(c);
-        return rc;
+        return rlock__call_set(call, &e);
     }
     if (want > 0)
         heard_now(n);

@@ -248,5 +248,8 @@ int rlock__node_connect_end(rlock__node *n, rlock__conn *c, size_t want,
 /* Maps an error reply of the server named where to a code, recording the
  * detail in *e. */
 int rlock__reply_error(const char *where, const redisReply *r, rlock__err *e);
+/* The same, recorded in call. */
+int rlock__call_reply_error(rlock__call *call, const char *where,
+                            const redisReply *r);
 
 #endif

@@ -146,7 +146,7 @@ int rlock__redlock_parse(const char *spec, double *drift, int *node_timeout_ms,
                          const char **list_end, rlock__err *e)
 {
     const char *q = strchr(spec, '?');
-    rlock__call call;
+    rlock__call call = {0};
     int rc = RLOCK_OK;
 
     rlock__call_init(&call, 0);
@@ -158,7 +158,8 @@ int rlock__redlock_parse(const char *spec, double *drift, int *node_timeout_ms,
     if (rc == RLOCK_OK)
         rc = check_list(spec, *list_end, &call);
     if (rc != RLOCK_OK)
-        *e = call.err;
+        rlock__call_get(&call, e);
+    rlock__call_end(&call);
     return rc;
 }
 
@@ -238,6 +239,7 @@ static int make_nodes(redlock *r, const char *spec, const char *end,
                       rlock__call *call)
 {
     rlock__url u[RLOCK__NODES_MAX];
+    rlock__err e;
     const char *p;
     int n = 0, i, rc = RLOCK_OK;
 
@@ -249,9 +251,8 @@ static int make_nodes(redlock *r, const char *spec, const char *end,
 
         snprintf(url, sizeof url, "redis://%.*s", (int)len, p);
         snprintf(where, sizeof where, "%.*s", (int)len, p);
-        if ((rc = rlock__url_parse(url, &u[n], &call->err)) != RLOCK_OK) {
-            rlock__fail(call, rc, "redlock node %s: %.400s", where,
-                        call->err.msg);
+        if ((rc = rlock__url_parse(url, &u[n], &e)) != RLOCK_OK) {
+            rlock__fail(call, rc, "redlock node %s: %.400s", where, e.msg);
             break;
         }
         if (rlock__node_new(&r->cfg, u[n].host, u[n].port, NULL, where,
@@ -280,6 +281,7 @@ static int open_redlock(rlock_client *c, const char *url,
     redlock *r = calloc(1, sizeof *r);
     rlock__results res;
     rlock__url tls;
+    rlock__err err;
     const char *spec, *end = NULL;
     char *rest = NULL, why[400] = "";
     int rc, i, down = 0;
@@ -287,16 +289,17 @@ static int open_redlock(rlock_client *c, const char *url,
     if (!r)
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     c->bk = r;
-    if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
-        return rc;
+    if ((rc = rlock__url_split_tls(url, &tls, &rest, &err)) != RLOCK_OK)
+        return rlock__call_set(call, &err);
     rc = rlock__url_tls(&tls, &eff, call);
     if (rc == RLOCK_OK)
         rc = rlock__client_tls(c, &eff, call);
     rlock__url_free(&tls);
     spec = rest + strlen("redlock://");
-    if (rc == RLOCK_OK)
-        rc = rlock__redlock_parse(spec, &r->drift, &r->node_timeout_ms, &end,
-                                  &call->err);
+    if (rc == RLOCK_OK &&
+        (rc = rlock__redlock_parse(spec, &r->drift, &r->node_timeout_ms, &end,
+                                   &err)) != RLOCK_OK)
+        rlock__call_set(call, &err);
     if (rc == RLOCK_OK)
         snprintf(c->where, sizeof c->where, "redlock://%.*s",
                  (int)(end - spec) < 280 ? (int)(end - spec) : 280, spec);
@@ -437,7 +440,7 @@ static int ping_redlock(rlock_client *c, rlock_server_info *info,
     memset(info, 0, sizeof *info);
     for (i = 0; i < r->n; i++) {
         rlock_server_info one;
-        rlock__call nc;
+        rlock__call nc = {0};
         rlock__call_init(&nc, 0);
         if (rlock__node_ping(r->nodes[i], r->node_timeout_ms, &one, &nc) ==
             RLOCK_OK) {
@@ -450,8 +453,10 @@ static int ping_redlock(rlock_client *c, rlock_server_info *info,
             answered++;
         } else if (len < sizeof errs) {
             len += (size_t)snprintf(errs + len, sizeof errs - len, "; %s: %s",
-                                    rlock__node_where(r->nodes[i]), nc.err.msg);
+                                    rlock__node_where(r->nodes[i]),
+                                    rlock__call_msg(&nc));
         }
+        rlock__call_end(&nc);
     }
     if (answered < c->quorum)
         return rlock__fail(call, RLOCK_EQUORUM,

@@ -313,7 +313,7 @@ static void asked_in_vain(sentinel *s)
 /* ask_first, blocking: the sentinels asked now if they are to be. */
 static int fresh_address(rlock_client *c, rlock__call *call)
 {
-    rlock__call half;
+    rlock__call half = {0};
 
     switch (ask_first(c)) {
     case ASK_MUST:
@@ -322,6 +322,7 @@ static int fresh_address(rlock_client *c, rlock__call *call)
         rlock__call_init(&half, half_left(call));
         if (resolve(c, &half) != RLOCK_OK)
             asked_in_vain(of(c));
+        rlock__call_end(&half);
         return RLOCK_OK;
     default:
         return RLOCK_OK;
@@ -379,7 +380,7 @@ static int route_sentinel(rlock_client *c, const rlock__req *req, int flags,
             sr.must = ask == ASK_MUST;
             sr.known = 0;
             sr.until = sr.must ? call->deadline_ns : half_left(call);
-            sr.errlen = strlen(call->err.msg);
+            sr.errlen = strlen(rlock__call_msg(call));
         }
     }
     if (sr.asking) {
@@ -408,13 +409,19 @@ static int asked(rlock_client *c, sentinel_route *sr, rlock__results *res,
                  rlock__call *call)
 {
     sentinel *s = of(c);
-    size_t len = strlen(call->err.msg);
+    size_t len = strlen(rlock__call_msg(call));
+    char spare[1] = "", *buf = rlock__call_buf(call);
+    size_t cap = RLOCK__ERR_MAX;
     int rc;
 
     if (len < sr->errlen) /* someone else wrote there meanwhile */
         len = sr->errlen;
-    rc = took(c, sr->asking - 1, &res->r[0], &sr->known, call->err.msg,
-              sizeof call->err.msg, &len);
+    if (!buf) { /* out of memory: the causes are lost, not the answer */
+        buf = spare;
+        cap = sizeof spare;
+        len = 0;
+    }
+    rc = took(c, sr->asking - 1, &res->r[0], &sr->known, buf, cap, &len);
     rlock__results_clear(res);
     if (rc == RLOCK_OK || (rc != RLOCK_ENOMEM && !sr->must &&
                            (sr->asking == s->nsentinels ||
@@ -422,7 +429,7 @@ static int asked(rlock_client *c, sentinel_route *sr, rlock__results *res,
         /* Named, or a precaution that ends in vain: the master's turn. */
         if (rc != RLOCK_OK)
             asked_in_vain(s);
-        call->err.msg[sr->errlen] = '\0';
+        rlock__call_cut(call, sr->errlen);
         sr->asking = 0;
         sr->asked = 1;
         return RLOCK__ROUTE_AGAIN;
@@ -436,12 +443,12 @@ static int asked(rlock_client *c, sentinel_route *sr, rlock__results *res,
         rlock__fail(call, rc, "out of memory");
     } else {
         char errs[400];
-        snprintf(errs, sizeof errs, "%s", call->err.msg + sr->errlen);
+        snprintf(errs, sizeof errs, "%s", rlock__call_msg(call) + sr->errlen);
         none_named(c, sr->known, errs, call);
     }
     rlock__results_init(res, 1);
-    res->r[0].rc = call->err.code;
-    res->r[0].err = call->err;
+    res->r[0].rc = call->code;
+    rlock__call_get(call, &res->r[0].err);
     return RLOCK__ROUTE_DONE;
 }
 
@@ -521,6 +528,7 @@ static int open_sentinel(rlock_client *c, const char *url,
 {
     rlock_client_opts eff = *opts;
     int sent = 0;
+    rlock__err e;
     rlock__url tls;
     sentinel *s = calloc(1, sizeof *s);
     char *rest = NULL;
@@ -534,16 +542,17 @@ static int open_sentinel(rlock_client *c, const char *url,
     s->stale = 1;
     /* The TLS parameters of the query apply to every connection
      * (sentinels and masters); the rest is the sentinel URL's. */
-    if ((rc = rlock__url_split_tls(url, &tls, &rest, &call->err)) != RLOCK_OK)
-        return rc;
+    if ((rc = rlock__url_split_tls(url, &tls, &rest, &e)) != RLOCK_OK)
+        return rlock__call_set(call, &e);
     rc = rlock__url_tls(&tls, &eff, call);
     if (rc == RLOCK_OK)
         rc = rlock__client_tls(c, &eff, call);
     rlock__url_free(&tls);
-    if (rc == RLOCK_OK)
-        rc = rlock__sentinel_parse(rest + strlen("redis-sentinel://"),
-                                   s->sentinels, SENTINELS_MAX, &s->nsentinels,
-                                   &s->master_name, &s->cfg.db, &call->err);
+    if (rc == RLOCK_OK &&
+        (rc = rlock__sentinel_parse(
+             rest + strlen("redis-sentinel://"), s->sentinels, SENTINELS_MAX,
+             &s->nsentinels, &s->master_name, &s->cfg.db, &e)) != RLOCK_OK)
+        rlock__call_set(call, &e);
     free(rest);
     if (rc != RLOCK_OK)
         return rc;

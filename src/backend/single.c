@@ -26,13 +26,14 @@ static int open_single(rlock_client *c, const char *url,
 {
     rlock_client_opts eff = *opts;
     single *s = calloc(1, sizeof *s);
+    rlock__err e;
     int rc;
 
     if (!s)
         return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
     c->bk = s;
-    if ((rc = rlock__url_parse(url, &s->url, &call->err)) != RLOCK_OK)
-        return rc;
+    if ((rc = rlock__url_parse(url, &s->url, &e)) != RLOCK_OK)
+        return rlock__call_set(call, &e);
     if ((rc = rlock__url_tls(&s->url, &eff, call)) != RLOCK_OK)
         return rc;
     /* Over a unix socket there is no host name to check the server's

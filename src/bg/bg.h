@@ -127,7 +127,8 @@ int rlock__cleanup_op_step(rlock__cleanup_op *o, rlock__slot **slot);
  * it may), a connection (call is its context: the driver makes one,
  * with bg->sub_connecting set meanwhile, then calls attach with it, or
  * unreached), or its subscriptions sent on the connection it has
- * (send). */
+ * (send). call is inited (an earlier detail given back: it starts zeroed
+ * or inited); the driver ends it. */
 enum { RLOCK__SUB_NOTHING, RLOCK__SUB_CONNECT, RLOCK__SUB_SEND };
 int rlock__sub_need(rlock_client *c, int64_t *next, rlock__call *call);
 void rlock__sub_attach(rlock_client *c, rlock__conn *conn);

@@ -114,10 +114,11 @@ static rlock__cleanup *job_new(rlock_mutex *m, uint64_t owner, uint64_t nonce,
 /* Queues j for the background (mu held). */
 static void job_queue(rlock_client *c, rlock__cleanup *j)
 {
-    rlock__call call;
+    rlock__call call = {0};
 
     rlock__call_init(&call, 0);
     if (rlock__bg_ensure(c, &call) != RLOCK_OK) {
+        rlock__call_end(&call);
         job_free(j);
         return;
     }
@@ -201,6 +202,7 @@ int rlock__cleanup_op_step(rlock__cleanup_op *o, rlock__slot **slot)
 
     if ((j = o->j) != NULL) {
         int again = job_read(j, &o->s);
+        rlock__call_end(&o->call);
         o->j = NULL;
         /* A server that is paused or unreachable for a while (longer than
          * a few tries) must not leave a lock it granted late to expire on

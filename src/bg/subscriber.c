@@ -307,6 +307,7 @@ int rlock__sub_need(rlock_client *c, int64_t *next, rlock__call *call)
         *next = rlock__earlier(*next, bg->sub_retry_at);
         return RLOCK__SUB_NOTHING;
     }
+    rlock__call_end(call); /* an attempt before's detail, if any */
     rlock__call_init(call, rlock__holds_end(&c->holds, c->shortest_lease_ms));
     /* Read before connecting: a move while it connects makes the
      * connection old at once, and it is made again. */
@@ -390,7 +391,7 @@ void rlock__sub_send(rlock_client *c)
 
 void rlock__sub_step(rlock_client *c, int64_t *next)
 {
-    rlock__call call;
+    rlock__call call = {0};
     int need = rlock__sub_need(c, next, &call);
 
     if (need == RLOCK__SUB_NOTHING)
@@ -403,11 +404,13 @@ void rlock__sub_step(rlock_client *c, int64_t *next)
         rc = rlock__sub_connect(c, &conn, &call);
         pthread_mutex_lock(&c->mu);
         if (rc != RLOCK_OK) {
-            rlock__sub_unreached(c, rc, call.err.msg, next);
+            rlock__sub_unreached(c, rc, rlock__call_msg(&call), next);
+            rlock__call_end(&call);
             return;
         }
         rlock__sub_attach(c, conn);
     }
+    rlock__call_end(&call);
     rlock__sub_send(c);
 }
 

@@ -347,8 +347,9 @@ static void batch_apply(renew_op *o)
                        "renewal of %d hold%s got no confirmed answer; tried "
                        "again until the lease ends: %s",
                        o->failed, o->failed == 1 ? "" : "s",
-                       o->call.err.msg[0] ? o->call.err.msg
-                                          : "too few replicas acknowledged it");
+                       o->call.msg && o->call.msg[0]
+                           ? o->call.msg
+                           : "too few replicas acknowledged it");
     pthread_cond_broadcast(&c->state_cv); /* extends wait for this */
 }
 
@@ -399,6 +400,7 @@ static int batch_begin(renew_op *o)
     }
     o->out->unanswered = 0;
     o->out->first_sent = 0;
+    rlock__call_end(&o->call); /* the batch before's detail, if any */
     rlock__call_init(&o->call, o->bound);
     return 1;
 }
@@ -558,6 +560,7 @@ static void renew_free(renew_op *o)
         free(o->rn[o->n].key);
     free(o->rn);
     free(o->out);
+    rlock__call_end(&o->call);
 }
 
 rlock__renew_op *rlock__renew_begin(rlock_client *c)
@@ -566,6 +569,7 @@ rlock__renew_op *rlock__renew_begin(rlock_client *c)
 
     if (!o)
         return NULL; /* out of memory: the next step tries again */
+    rlock__call_init(&o->call, 0);
     renew_collect(c, o);
     if (o->n == 0) {
         renew_free(o);

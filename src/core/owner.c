@@ -12,11 +12,53 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/owner.h"
 #include "util/dec.h"
 
 static atomic_uint_fast64_t next_no = 1;
 static _Thread_local uint64_t tl_no;
+
+/* The owners' error texts are guarded by a few locks that every owner
+ * shares, picked by its address: an async handle is an owner (100,000
+ * of them on a loop), a lock of its own was 40 bytes of it, and errors
+ * are rare and brief to record. */
+#define ERRMSG_LOCKS 8
+static pthread_mutex_t errmsg_locks[ERRMSG_LOCKS] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_mutex_t *errmsg_lock(const rlock_owner *o)
+{
+    uintptr_t a = (uintptr_t)o;
+
+    return &errmsg_locks[((a >> 6) ^ (a >> 12)) % ERRMSG_LOCKS];
+}
+
+/* fork() holds them (core/fork.h), so that a child never finds one held
+ * by a thread it does not have. */
+static rlock__fork_guard errmsg_guard;
+static pthread_once_t errmsg_once = PTHREAD_ONCE_INIT;
+
+static void errmsg_hold(void *arg, int take)
+{
+    int i;
+
+    (void)arg;
+    for (i = 0; i < ERRMSG_LOCKS; i++)
+        if (take)
+            pthread_mutex_lock(&errmsg_locks[i]);
+        else
+            pthread_mutex_unlock(&errmsg_locks[i]);
+}
+
+static void errmsg_guard_add(void)
+{
+    errmsg_guard.hold = errmsg_hold;
+    rlock__fork_guard_add(&errmsg_guard);
+}
 
 static uint64_t new_no(void)
 {
@@ -54,10 +96,10 @@ rlock_owner *rlock_owner_new(int *err)
             *err = RLOCK_ENOMEM;
         return NULL;
     }
+    pthread_once(&errmsg_once, errmsg_guard_add);
     o->no = new_no();
     atomic_init(&o->refs, 1);
     atomic_init(&o->freed, 0);
-    pthread_mutex_init(&o->mu, NULL);
     if (err)
         *err = RLOCK_OK;
     return o;
@@ -81,12 +123,12 @@ const char *rlock_owner_errmsg(rlock_owner *o)
 
     if (!o)
         return "";
-    pthread_mutex_lock(&o->mu);
+    pthread_mutex_lock(errmsg_lock(o));
     if (o->errmsg)
         memcpy(copy, o->errmsg, sizeof copy);
     else
         copy[0] = '\0';
-    pthread_mutex_unlock(&o->mu);
+    pthread_mutex_unlock(errmsg_lock(o));
     return copy;
 }
 
@@ -99,7 +141,6 @@ void rlock__owner_ref(rlock_owner *obj)
 void rlock__owner_unref(rlock_owner *obj)
 {
     if (obj && atomic_fetch_sub(&obj->refs, 1) == 1) {
-        pthread_mutex_destroy(&obj->mu);
         free(obj->errmsg);
         free(obj);
     }
@@ -112,11 +153,11 @@ int rlock__owner_gone(const rlock_owner *obj)
 
 void rlock__owner_set_errmsg(rlock_owner *obj, const char *msg)
 {
-    pthread_mutex_lock(&obj->mu);
+    pthread_mutex_lock(errmsg_lock(obj));
     /* (Out of memory: the owner's record stays as it was.) */
     if (obj->errmsg || (obj->errmsg = malloc(RLOCK__ERR_MAX)) != NULL)
         snprintf(obj->errmsg, RLOCK__ERR_MAX, "%s", msg);
-    pthread_mutex_unlock(&obj->mu);
+    pthread_mutex_unlock(errmsg_lock(obj));
 }
 
 /*

@@ -51,9 +51,9 @@ struct rlock_owner {
     uint64_t no;
     atomic_int refs;    /* the application's, and one per hold */
     atomic_int freed;   /* rlock_owner_free was called */
-    pthread_mutex_t mu; /* guards errmsg */
     /* RLOCK__ERR_MAX bytes, allocated at the first error (NULL before):
-     * an owner that never fails costs little (one per async handle). */
+     * an owner that never fails costs little (one per async handle).
+     * Guarded by one of a few locks shared by every owner (owner.c). */
     char *errmsg;
 };
 

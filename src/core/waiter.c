@@ -8,7 +8,7 @@
 #include "util/clock.h"
 
 /* FNV-1a: owner strings differ in their last bytes (the nonce). */
-static size_t owner_hash(const char *p, size_t len)
+size_t rlock__owner_hash(const char *p, size_t len)
 {
     uint64_t h = 1469598103934665603ULL;
     size_t i;
@@ -22,7 +22,7 @@ static size_t owner_hash(const char *p, size_t len)
 
 static void bucket_add(rlock__waiter **buckets, size_t n, rlock__waiter *w)
 {
-    rlock__waiter **b = &buckets[owner_hash(w->owner, w->owner_len) & (n - 1)];
+    rlock__waiter **b = &buckets[w->hash & (n - 1)];
 
     w->hprev = NULL;
     w->hnext = *b;
@@ -53,7 +53,7 @@ static int grow(rlock__waiters *ws)
 
 void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w)
 {
-    rlock__cond_init(&w->cv);
+    w->cv = NULL;
     w->ring_fd = -1;
     w->ring = NULL;
     w->listed = 0;
@@ -73,10 +73,8 @@ void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w)
 {
     /* Forgotten with the rest (a forked child's first call, while this
      * wait went on): its links are the parent's. */
-    if (w->gen != ws->gen) {
-        pthread_cond_destroy(&w->cv);
+    if (w->gen != ws->gen)
         return;
-    }
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -87,14 +85,12 @@ void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w)
         if (w->hprev)
             w->hprev->hnext = w->hnext;
         else
-            ws->buckets[owner_hash(w->owner, w->owner_len) &
-                        (ws->nbuckets - 1)] = w->hnext;
+            ws->buckets[w->hash & (ws->nbuckets - 1)] = w->hnext;
         if (w->hnext)
             w->hnext->hprev = w->hprev;
     }
     w->next = w->prev = w->hnext = w->hprev = NULL;
     ws->count--;
-    pthread_cond_destroy(&w->cv);
 }
 
 rlock__waiter *rlock__waiter_first(const rlock__waiters *ws, const char *owner,
@@ -103,7 +99,7 @@ rlock__waiter *rlock__waiter_first(const rlock__waiters *ws, const char *owner,
     *by_list = ws->buckets == NULL;
     if (*by_list)
         return ws->list;
-    return ws->buckets[owner_hash(owner, len) & (ws->nbuckets - 1)];
+    return ws->buckets[rlock__owner_hash(owner, len) & (ws->nbuckets - 1)];
 }
 
 void rlock__waiters_forget(rlock__waiters *ws)
@@ -139,7 +135,8 @@ void rlock__waiter_wake(rlock__waiter *w)
         ssize_t n = write(w->ring_fd, "", 1);
         (void)n; /* a full pipe is a ring already */
     }
-    pthread_cond_signal(&w->cv);
+    if (w->cv)
+        pthread_cond_signal(w->cv);
 }
 
 void rlock__waiter_unring(rlock__waiter *w)

@@ -33,21 +33,27 @@ typedef struct rlock__waiter {
     struct rlock__waiter *next, *prev;   /* the client's list, newest first */
     struct rlock__waiter *hnext, *hprev; /* its bucket of the owner index */
     const rlock_mutex *m;
-    char owner[RLOCK__OWNER_MAX]; /* as the layout writes it */
-    size_t owner_len;
+    /* The owner it waits as: the layout writes its string again when a
+     * message names one (a string of 100-odd bytes is not kept by each
+     * of 10,000 waiters), and hash is that string's rlock__owner_hash,
+     * its bucket of the index. */
+    uint64_t owner_no;
+    size_t hash;
     uint64_t nonce;       /* names this acquisition in Redis */
     int woken;            /* there is news: look again */
     int granted;          /* a grant for this nonce arrived: */
     uint64_t grant_token; /*   its fencing token */
     int64_t grant_ms;     /*   and the lease Redis set */
-    pthread_cond_t cv;    /* the blocked thread sleeps on it, with mu */
+    /* The blocked thread's, while it sleeps on it with mu (NULL
+     * otherwise): a loop's waiters have none, and a cv is 48 bytes. */
+    pthread_cond_t *cv;
     int ring_fd; /* >= 0 while its thread waits in poll instead (reading
                     the subscriber): a byte written there wakes it */
+    int listed;  /* on its ring's list of the woken */
     /* A loop task's instead, while it sleeps (NULL otherwise): the wake
      * lists it there once (listed), for the loop to find with task. */
     rlock__ring *ring;
     struct rlock__waiter *next_woken, *prev_woken;
-    int listed;
     void *task;
     /* The generation of the client's waiters it was added in: one that
      * rlock__waiters_forget dropped (a forked child's) is not unlinked. */
@@ -68,10 +74,12 @@ typedef struct rlock__waiters {
     unsigned gen; /* bumped by rlock__waiters_forget */
 } rlock__waiters;
 
-/* Sets up w (cv on CLOCK_MONOTONIC; its owner and owner_len written) and
- * adds it to ws. */
+/* The hash of an owner string that places its waiters in the index. */
+size_t rlock__owner_hash(const char *owner, size_t len);
+
+/* Sets up w (its m, owner_no, hash and nonce written) and adds it to ws. */
 void rlock__waiter_add(rlock__waiters *ws, rlock__waiter *w);
-/* Takes w out of ws (unless ws forgot it since) and destroys its cv. */
+/* Takes w out of ws (unless ws forgot it since). */
 void rlock__waiter_remove(rlock__waiters *ws, rlock__waiter *w);
 /* The first waiter that may be owner's (of len bytes): follow hnext and
  * compare each one's owner, as more owners share a bucket. (With no

@@ -168,6 +168,7 @@ int rlock__undo_step(rlock__undo_op *u, rlock__slot **slot)
     }
     rlock__results_free(&u->s.res);
     rlock__req_free(&u->s.req);
+    rlock__call_end(&u->call);
     if (sent)
         rlock__undo_sent(m, u->who, 0);
     if (!done)

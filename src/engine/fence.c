@@ -85,7 +85,7 @@ static int fence_read(rlock__fence_op *f, uint64_t *got)
 
     /* Only a hold of one copy is ever taken without a token. */
     if (rc == RLOCK_OK && res->r[0].rc != RLOCK_OK) {
-        call->err = res->r[0].err;
+        rlock__call_set(call, &res->r[0].err);
         rc = res->r[0].rc;
     } else if (rc == RLOCK_OK &&
                rlock__parse_fence(res->r[0].reply, got) != RLOCK_OK) {

@@ -160,30 +160,32 @@ typedef struct rlock__wait_op {
     rlock_mutex *m;
     rlock__as owner;
     int64_t deadline;
-    int forever;
     int stage;
     int rc;
     rlock__waiter w;
-    int wakes;  /* messages wake it */
-    int queued; /* it waits in Redis's queue: leaving takes its place back */
     uint64_t nonce, old_nonce;
     int64_t bound;  /* no step ends later (0: none, a wait for ever) */
     int64_t t_base; /* a grant under nonce was made after this instant:
                        before the first attempt under it */
     unsigned cancel_gen;
-    int attempted;   /* an attempt was made */
-    int awaited_sub; /* it waited for the subscription once */
-    int subscribed;  /* the subscription was active at the last look */
     int drops;       /* connections lost under attempts in a row */
     int fails;       /* attempts failed as in a failover, in a row */
     unsigned moves;  /* c->moves when the subscription was looked at */
-    int granted;     /* the lock was handed over, not taken */
-    int gave_up;     /* the deadline came */
     int attempts;    /* requests sent */
-    int waited;      /* it slept at least once: the lock was busy */
     int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
     int64_t until;   /* a sleep's end */
-    int messages;    /* a sleep that a message may end */
+    /* Yes or no, a byte each (10,000 waits on a loop): */
+    char forever;
+    char wakes;       /* messages wake it */
+    char queued;      /* it waits in Redis's queue: leaving takes its
+                         place back */
+    char attempted;   /* an attempt was made */
+    char awaited_sub; /* it waited for the subscription once */
+    char subscribed;  /* the subscription was active at the last look */
+    char granted;     /* the lock was handed over, not taken */
+    char gave_up;     /* the deadline came */
+    char waited;      /* it slept at least once: the lock was busy */
+    char messages;    /* a sleep that a message may end */
     /* The current step's call (attempt, check, leave) and its op: room
      * the wait has while it is awake only, so that a sleeping waiter
      * costs little (10,000 of them on one loop). NULL while asleep. */

@@ -664,7 +664,7 @@ int rlock__keep_step(rlock__keep_op *k, rlock__slot **slot)
             pthread_mutex_unlock(&c->mu);
             k->rc = RLOCK_ELOST;
         }
-        k->why = call->err;
+        rlock__call_get(call, &k->why);
         if (k->rc == RLOCK_ELOST) {
             /* Gone, or lost while renewed (given back by the
              * extension). */

@@ -278,16 +278,22 @@ static void sleep_until(rlock_client *c, rlock__waiter *w, int64_t until,
                         int messages)
 {
     struct timespec ts = rlock__timespec(until);
+    pthread_cond_t cv;
 
+    rlock__cond_init(&cv);
+    w->cv = &cv;
     while (!w->woken && rlock__now_ns() < until)
         if (!messages || !rlock__sub_read(c, w, until))
-            pthread_cond_timedwait(&w->cv, &c->mu, &ts);
+            pthread_cond_timedwait(&cv, &c->mu, &ts);
+    w->cv = NULL;
+    pthread_cond_destroy(&cv);
 }
 
 /* A step's call: a deadline of its own, no later than the wait's
  * bound. */
 static void step_call(wait *s, rlock__call *one)
 {
+    rlock__call_end(one); /* the step before's detail, if any */
     rlock__call_begin(one, s->m);
     if (s->bound && one->deadline_ns > s->bound)
         one->deadline_ns = s->bound;
@@ -297,9 +303,12 @@ static void step_call(wait *s, rlock__call *one)
  * steps' calls and ops. 0 when out of memory: the wait ends so. */
 static int awake(wait *s)
 {
-    if (!s->sub && !(s->sub = malloc(sizeof *s->sub))) {
-        s->rc = rlock__fail(s->call, RLOCK_ENOMEM, "out of memory");
-        return 0;
+    if (!s->sub) {
+        if (!(s->sub = malloc(sizeof *s->sub))) {
+            s->rc = rlock__fail(s->call, RLOCK_ENOMEM, "out of memory");
+            return 0;
+        }
+        rlock__call_init(&s->sub->one, 0);
     }
     return 1;
 }
@@ -307,6 +316,8 @@ static int awake(wait *s)
 /* It sleeps, or is over: the room goes. */
 static void asleep(wait *s)
 {
+    if (s->sub)
+        rlock__call_end(&s->sub->one);
     free(s->sub);
     s->sub = NULL;
 }
@@ -321,7 +332,7 @@ static step grant_kept(wait *s, int rc)
         s->rc = RLOCK_OK;
         return DONE;
     }
-    s->call->err = s->sub->one.err;
+    rlock__call_take(s->call, &s->sub->one);
     s->granted = 0;
     if (rc != RLOCK_EBUSY && !failing_over(s, rc)) {
         s->rc = rc;
@@ -381,13 +392,18 @@ void rlock__wait_op_init(rlock__wait_op *s, rlock__call *call, rlock_mutex *m,
     s->t_base = rlock__now_ns();
     if (!forever) {
         /* Every step ends by the deadline plus one call's budget. */
-        rlock__call budget;
+        rlock__call budget = {0};
         rlock__call_begin(&budget, m);
         s->bound = deadline_ns + (budget.deadline_ns - rlock__now_ns());
     }
     s->hint_ms = -1;
     s->w.m = m;
-    s->w.owner_len = lay->owner(c, owner.no, s->nonce, s->w.owner);
+    s->w.owner_no = owner.no;
+    {
+        char who[RLOCK__OWNER_MAX];
+        size_t len = lay->owner(c, owner.no, s->nonce, who);
+        s->w.hash = rlock__owner_hash(who, len);
+    }
     s->w.nonce = s->nonce;
     pthread_mutex_lock(&c->mu);
     rlock__waiter_add(&c->waiters, &s->w);
@@ -547,8 +563,11 @@ int rlock__wait_step(rlock__wait_op *s, rlock__slot **slot)
         if ((r = rlock__attempt_step(&s->sub->in.attempt, slot)) !=
             RLOCK__STEP_DONE)
             return r;
-        if ((r = s->sub->in.attempt.rc) != RLOCK_OK)
-            s->call->err = s->sub->one.err;
+        /* A failure's detail is the wait's, should it end with it. A busy
+         * lock's is not kept: the wait sleeps, or gives up with a detail
+         * of its own (and 10,000 sleepers keep no "busy" each). */
+        if ((r = s->sub->in.attempt.rc) != RLOCK_OK && r != RLOCK_EBUSY)
+            rlock__call_take(s->call, &s->sub->one);
         next = after_attempt(s, r, s->old_nonce);
         before_sleep(s, next);
         return go(s, next, slot);

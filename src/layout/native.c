@@ -231,6 +231,8 @@ static int is_channel(const rlock_client *c, const rlock_mutex *m,
  * handed to it. */
 static void message(rlock_client *c, const rlock__pubsub *p)
 {
+    size_t hash = rlock__owner_hash(p->who, p->who_len);
+    char who[RLOCK__OWNER_MAX];
     rlock__waiter *w;
     int by_list;
 
@@ -238,9 +240,9 @@ static void message(rlock_client *c, const rlock__pubsub *p)
     for (w = rlock__waiter_first(&c->waiters, p->who, p->who_len, &by_list); w;
          w = by_list ? w->next : w->hnext) {
         c->waiters_looked++;
-        if (w->m->layout != &rlock__layout_native ||
-            w->owner_len != p->who_len ||
-            memcmp(w->owner, p->who, p->who_len) != 0 ||
+        if (w->m->layout != &rlock__layout_native || w->hash != hash ||
+            owner(c, w->owner_no, w->nonce, who) != p->who_len ||
+            memcmp(who, p->who, p->who_len) != 0 ||
             !is_channel(c, w->m, p->channel, p->channel_len))
             continue;
         /* A grant for another acquisition of this owner (one that gave

@@ -184,7 +184,7 @@ static int sub_try(rlock__loop *l, int64_t *next)
             rc = b->stry == 0
                      ? rlock__fail(&b->scall, RLOCK_ECONNECT, "no server of %s",
                                    c->where)
-                     : (b->scall.err.code ? b->scall.err.code : RLOCK_ECONNECT);
+                     : (b->scall.code ? b->scall.code : RLOCK_ECONNECT);
             break;
         }
         b->stry++;
@@ -195,12 +195,12 @@ static int sub_try(rlock__loop *l, int64_t *next)
                 rlock__call_until(&b->scall, c->opts.connect_timeout_ms);
             return 1;
         }
-        rc = b->scall.err.code;
+        rc = b->scall.code;
     }
     if (c->backend->sub_failed)
         c->backend->sub_failed(c, rc);
     c->bg->sub_connecting = 0;
-    rlock__sub_unreached(c, rc, b->scall.err.msg, next);
+    rlock__sub_unreached(c, rc, rlock__call_msg(&b->scall), next);
     return 0;
 }
 
@@ -392,5 +392,7 @@ void rlock__loop_free(rlock__loop *l)
         return;
     rlock__loop_forget(l);
     bg_detach(l);
+    rlock__call_end(&l->bg.scall);
+    rlock__call_end(&l->bg.clean.call);
     rlock__loop_unmake(l);
 }

@@ -718,6 +718,21 @@ static size_t resp_head_len(size_t n)
     return 3 + rlock__dec_len(n);
 }
 
+/* Once everything queued is written, the buffer starts over; one that a
+ * large batch grew goes at once (a connection keeps a few kilobytes at
+ * most between requests, not the megabytes of 20,000 waiters' burst). */
+static void out_drained(rlock__conn *c)
+{
+    if (c->out_off != c->out_len)
+        return;
+    c->out_off = c->out_len = 0;
+    if (c->out_cap > 65536) {
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+    }
+}
+
 /*
  * The command as RESP (an array of bulk strings), written straight into
  * the output buffer, which is kept between commands: no allocation per
@@ -738,16 +753,7 @@ int rlock__conn_append(rlock__conn *c, int argc, const char **argv,
         size_t n = lens ? lens[i] : strlen(argv[i]);
         len += resp_head_len(n) + n + 2;
     }
-    if (c->out_off == c->out_len) {
-        /* All written: start over, and let a buffer a large batch grew go
-         * (a connection keeps a few kilobytes at most between requests). */
-        c->out_off = c->out_len = 0;
-        if (c->out_cap > 65536) {
-            free(c->out);
-            c->out = NULL;
-            c->out_cap = 0;
-        }
-    }
+    out_drained(c);
     need = c->out_len + len;
     if (need > c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap : 256;
@@ -937,6 +943,7 @@ static int step(rlock__conn *c, int read)
         c->out_off += (size_t)n;
         c->sent = 1;
     }
+    out_drained(c);
     if (!read || (c->expected == 0 && !c->push)) {
         /* Nothing asked for: anything that arrives is an error, found by
          * rlock__conn_idle_ok or the next exchange. */

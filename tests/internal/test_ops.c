@@ -151,7 +151,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     rlock__extend_op e;
     rlock__release_op r;
     rlock__fence_op f;
-    rlock__call call;
+    rlock__call call = {0};
     loop_stats st;
     uint64_t nonce, token;
     int64_t hint = 123, longest = 0;
@@ -167,6 +167,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     CHECK((m2 = rlock_mutex_new(other, "ops", &mo, &err)) != NULL);
 
     nonce = rlock__new_nonce(c);
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__attempt_op_init(&a, &call, m, me, 't', &nonce, &hint);
     run_op(m, (rlock__step_fn)rlock__attempt_step, &a, &st);
@@ -179,6 +180,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     if (st.longest_ns > longest)
         longest = st.longest_ns;
 
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__extend_op_init(&e, &call, m, me, 60000, "extend", "unchanged");
     run_op(m, (rlock__step_fn)rlock__extend_step, &e, &st);
@@ -188,6 +190,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
         longest = st.longest_ns;
 
     /* The lean acquisition drew no token: the fence op draws it, once. */
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__fence_op_init(&f, &call, m, me);
     run_op(m, (rlock__step_fn)rlock__fence_step, &f, &st);
@@ -201,6 +204,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     CHECK(f.token == token);
     CHECK_INT(st.sends, ==, 0);
 
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__release_op_init(&r, &call, m, me);
     run_op(m, (rlock__step_fn)rlock__release_step, &r, &st);
@@ -212,6 +216,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     /* Held by the other client now: busy, with a lease hint. */
     CHECK_RC(rlock_mutex_lock(m2), RLOCK_OK);
     nonce = rlock__new_nonce(c);
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__attempt_op_init(&a, &call, m, me, 't', &nonce, &hint);
     run_op(m, (rlock__step_fn)rlock__attempt_step, &a, &st);
@@ -221,6 +226,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     if (st.longest_ns > longest)
         longest = st.longest_ns;
     /* The handle holds nothing: its release says so, without Redis. */
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__release_op_init(&r, &call, m, me);
     run_op(m, (rlock__step_fn)rlock__release_step, &r, &st);
@@ -235,6 +241,7 @@ TEST(an_attempt_extend_and_release_run_as_objects_on_a_loop)
     rlock_client_close(c);
     rlock_client_close(other);
     rt_server_stop(s);
+    rlock__call_end(&call);
 }
 
 /*
@@ -251,7 +258,7 @@ TEST(a_redlock_attempt_asks_every_master_in_one_round)
     rlock_mutex *m;
     rlock__attempt_op a;
     rlock__release_op r;
-    rlock__call call;
+    rlock__call call = {0};
     loop_stats st;
     uint64_t nonce;
     char url[256];
@@ -269,6 +276,7 @@ TEST(a_redlock_attempt_asks_every_master_in_one_round)
     CHECK((m = rlock_mutex_new(c, "ops-rl", &mo, &err)) != NULL);
 
     nonce = rlock__new_nonce(c);
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__attempt_op_init(&a, &call, m, rlock__as_thread(), 't', &nonce, NULL);
     run_op(m, (rlock__step_fn)rlock__attempt_step, &a, &st);
@@ -279,6 +287,7 @@ TEST(a_redlock_attempt_asks_every_master_in_one_round)
     for (i = 0; i < 3; i++)
         CHECK_INT(key_pttl(s[i], "ops-rl"), >, 0);
 
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__release_op_init(&r, &call, m, rlock__as_thread());
     run_op(m, (rlock__step_fn)rlock__release_step, &r, &st);
@@ -291,6 +300,7 @@ TEST(a_redlock_attempt_asks_every_master_in_one_round)
     rlock_client_close(c);
     for (i = 0; i < 3; i++)
         rt_server_stop(s[i]);
+    rlock__call_end(&call);
 }
 
 typedef struct holder {
@@ -326,7 +336,7 @@ TEST(a_wait_runs_as_an_object_and_is_woken_by_the_release)
     rlock_client *c, *other;
     rlock_mutex *m, *m2;
     rlock__wait_op w;
-    rlock__call call;
+    rlock__call call = {0};
     loop_stats st;
     holder h;
     pthread_t th;
@@ -346,6 +356,7 @@ TEST(a_wait_runs_as_an_object_and_is_woken_by_the_release)
     h.m = m2;
     h.delay_ms = 300;
     CHECK(pthread_create(&th, NULL, release_later, &h) == 0);
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__wait_op_init(&w, &call, m, rlock__as_thread(), rlock__after_ms(8000),
                         0);
@@ -368,13 +379,14 @@ TEST(a_wait_runs_as_an_object_and_is_woken_by_the_release)
     /* Nobody releases: the wait ends at its deadline, and leaves. */
     CHECK_RC(rlock_mutex_lock(m2), RLOCK_OK);
     t0 = rlock__now_ns();
+    rlock__call_end(&call);
     rlock__call_begin(&call, m);
     rlock__wait_op_init(&w, &call, m, rlock__as_thread(), rlock__after_ms(400),
                         0);
     run_op(m, (rlock__step_fn)rlock__wait_step, &w, &st);
     took_ms = (rlock__now_ns() - t0) / RLOCK__NS_PER_MS;
     printf("timed wait: %d after %lld ms: %s\n", w.rc, (long long)took_ms,
-           call.err.msg);
+           rlock__call_msg(&call));
     CHECK_RC(w.rc, RLOCK_ETIMEDOUT);
     CHECK_INT(took_ms, >=, 390);
     CHECK_INT(took_ms, <, 5000);
@@ -389,6 +401,7 @@ TEST(a_wait_runs_as_an_object_and_is_woken_by_the_release)
     rlock_client_close(c);
     rlock_client_close(other);
     rt_server_stop(s);
+    rlock__call_end(&call);
 }
 
 /*
