@@ -299,16 +299,25 @@ static void step_call(wait *s, rlock__call *one)
         one->deadline_ns = s->bound;
 }
 
+/* The room for the steps' calls and ops, if the wait has none: 0 when
+ * out of memory. */
+static int sub_room(wait *s)
+{
+    if (!s->sub) {
+        if (!(s->sub = malloc(sizeof *s->sub)))
+            return 0;
+        rlock__call_init(&s->sub->one, 0);
+    }
+    return 1;
+}
+
 /* The wait is awake (after its start or a sleep): the room for its
  * steps' calls and ops. 0 when out of memory: the wait ends so. */
 static int awake(wait *s)
 {
-    if (!s->sub) {
-        if (!(s->sub = malloc(sizeof *s->sub))) {
-            s->rc = rlock__fail(s->call, RLOCK_ENOMEM, "out of memory");
-            return 0;
-        }
-        rlock__call_init(&s->sub->one, 0);
+    if (!sub_room(s)) {
+        s->rc = rlock__fail(s->call, RLOCK_ENOMEM, "out of memory");
+        return 0;
     }
     return 1;
 }
@@ -461,7 +470,7 @@ static int finish(wait *s, rlock__slot **slot)
          * with giving up is returned. The undo ends by the wait's bound;
          * what it could not do by then, the background sends later
          * (behind the attempts it undoes). */
-        if (!s->sub && !(s->sub = malloc(sizeof *s->sub))) {
+        if (!sub_room(s)) {
             rlock__undo_later(m, s->owner.no, s->nonce, 0);
             return RLOCK__STEP_DONE;
         }
