@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,7 +45,18 @@ struct holder {
     int64_t began, ended; /* the acquire call, in tree_clock_ms */
     int done_pipe[2];    /* holder -> main: acquired or failed */
     int release_pipe[2]; /* main -> holder: release now */
+    /* rc, gave_up, errmsg, token, began and ended are written: set (with
+     * release) before the byte on done_pipe, read (with acquire) by main
+     * after it, since a pipe orders no memory between threads. */
+    int reported;
 };
+
+/* The holder's report, once done_pipe said it came. */
+static void holder_reported(struct holder *h)
+{
+    while (!__atomic_load_n(&h->reported, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
 
 static void *holder_main(void *p)
 {
@@ -71,6 +83,7 @@ static void *holder_main(void *p)
     if (h->rc != RLOCK_OK && !h->gave_up && h->rc != RLOCK_ELOST)
         rlock_mutex_unlock_as(h->m, h->o); /* a no-op (ENOTOWNER) if
                                               nothing is held */
+    __atomic_store_n(&h->reported, 1, __ATOMIC_RELEASE);
     if (write(h->done_pipe[1], "d", 1) < 0) {
         /* main is gone; nothing to tell */
     }
@@ -458,8 +471,10 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         struct signalfd_siginfo si;
         if (poll(p, 2, -1) < 0)
             continue; /* EINTR; nothing else is expected of two pipes */
-        if (p[0].revents)
+        if (p[0].revents) {
+            holder_reported(&h);
             break;
+        }
         if (p[1].revents && read(sfd, &si, sizeof si) == sizeof si &&
             is_stop_signal((int)si.ssi_signo)) {
             /* Interrupted before COMMAND started: stop waiting, and
@@ -473,6 +488,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
             while (poll(&d, 1, 50) <= 0);
             while (read(h.done_pipe[0], &b, 1) < 0 && errno == EINTR)
                 ;
+            holder_reported(&h);
             if (h.rc == RLOCK_OK)
                 release(&h, th);
             else
