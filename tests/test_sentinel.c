@@ -361,8 +361,8 @@ static void *stall_waiter_main(void *p)
  * answers those attempts. That makes the waiters ask the sentinels again,
  * and their waits go on, on the new master once there is one. Both get
  * the lock, one after the other, and neither returns RLOCK_ENOREPLY. The
- * second is handed the lock by a message of the new master within a
- * second of the first's release (its keep-alive is 5 s away, the first
+ * second is handed the lock by a message of the new master well within
+ * 2.5 s of the first's release (its keep-alive is 5 s away, the first
  * holder's lease 30 s): the waiters subscribed again there. Each waiter's
  * client has one connection, which the stopped master keeps owing an
  * answer (an undo waits behind it): it does not keep the client from the
@@ -429,7 +429,9 @@ TEST(sentinel_waits_outlive_a_stopped_master)
         stall_waiter *first = w[0].got_at < w[1].got_at ? &w[0] : &w[1];
         stall_waiter *second = first == &w[0] ? &w[1] : &w[0];
         CHECK_INT(second->got_at, >=, first->released_at);
-        CHECK_INT(second->got_at - first->released_at, <, 1000);
+        /* A message, not the keep-alive 5 s away: 2.5 s allows a TSan
+         * build beside another failover test (1.3 s was seen there). */
+        CHECK_INT(second->got_at - first->released_at, <, 2500);
     }
     rt_server_resume(servers[0]);
     for (i = 0; i < 2; i++)
