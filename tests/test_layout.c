@@ -216,3 +216,133 @@ TEST(token_layout_checker_finds_no_overlap)
     CHECK_INT(rt_cmd_int(s, "EXISTS checked:rlock-fence"), ==, 1);
     rt_server_stop(s);
 }
+
+/* pattern with each 'P' replaced by the prefix and each 'N' by the name. */
+static void spell(char *out, size_t cap, const char *pattern,
+                  const char *prefix, const char *name)
+{
+    size_t n = 0;
+    const char *p;
+
+    for (p = pattern; *p; p++) {
+        const char *put = *p == 'P' ? prefix : *p == 'N' ? name : NULL;
+        size_t len = put ? strlen(put) : 1;
+
+        CHECK(n + len < cap);
+        memcpy(out + n, put ? put : p, len);
+        n += len;
+    }
+    out[n] = '\0';
+}
+
+/* Whether some channel with a subscriber is want (want_len bytes of it
+ * if prefix_only, the rest being the client's id). */
+static int has_channel(rt_server *s, const char *want, int prefix_only)
+{
+    redisReply *r = rt_cmd(s, "PUBSUB CHANNELS");
+    size_t i, len = strlen(want);
+    int found = 0;
+
+    CHECK(r->type == REDIS_REPLY_ARRAY);
+    for (i = 0; i < r->elements; i++)
+        if (prefix_only ? r->element[i]->len > len &&
+                              memcmp(r->element[i]->str, want, len) == 0
+                        : r->element[i]->len == len &&
+                              memcmp(r->element[i]->str, want, len) == 0)
+            found = 1;
+    freeReplyObject(r);
+    return found;
+}
+
+/* A handle keeps its lock's name only: each layout spells the keys and
+ * the channel from it when a request is built (rlock__layout.key). With
+ * the longest name under the longest key prefix: the lock and fencing
+ * keys are the ones the layout documents, a waiter of another client
+ * listens on the documented channel and a release's message wakes it
+ * (not the waiter's own retry: its keep-alive and the holder's lease are
+ * 30 s away), and the watchdog renews the documented key. */
+TEST(every_layout_spells_the_longest_name_under_the_longest_prefix)
+{
+    static const struct {
+        int layout;
+        const char *lock, *fence, *channel;
+        int channel_is_prefix; /* the client's id follows */
+    } rows[] = {
+        {RLOCK_LAYOUT_NATIVE, "{P:N}", "{P:N}:fence", "{P:N}:wake:", 1},
+        {RLOCK_LAYOUT_TOKEN, "N", "N:rlock-fence", NULL, 0},
+        {RLOCK_LAYOUT_REDISSON, "N", "redisson_lock_token:{N}",
+         "redisson_lock__channel:{N}", 0},
+    };
+    static char prefix[64 + 1], name[RLOCK_NAME_MAX + 1];
+    static char lock_key[2048], fence_key[2048], channel[2048];
+    rt_server *s = rt_server_start(NULL);
+    size_t i;
+
+    memset(prefix, 'p', sizeof prefix - 1);
+    for (i = 0; i < RLOCK_NAME_MAX; i++)
+        name[i] = (char)('a' + i % 26);
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        rlock_client_opts co;
+        rlock_mutex_opts mo;
+        rlock_client *holder, *waiter, *renewer;
+        rlock_mutex *mh, *mw, *mr;
+        uint64_t token = 0;
+        rt_locker l;
+        int64_t t0;
+
+        spell(lock_key, sizeof lock_key, rows[i].lock, prefix, name);
+        spell(fence_key, sizeof fence_key, rows[i].fence, prefix, name);
+        rlock_client_opts_init(&co);
+        co.key_prefix = prefix;
+        holder = rt_client(rt_server_url(s), &co);
+        co.waiter_ttl_ms = 30000;
+        waiter = rt_client(rt_server_url(s), &co);
+        co.watchdog_lease_ms = 300;
+        renewer = rt_client(rt_server_url(s), &co);
+        rlock_mutex_opts_init(&mo);
+        mo.layout = rows[i].layout;
+        mo.on_lost = rt_count_lost;
+        mh = rt_mutex(holder, name, &mo);
+        mw = rt_mutex(waiter, name, &mo);
+        mr = rt_mutex(renewer, name, &mo);
+
+        CHECK_RC(rlock_mutex_lock(mh), RLOCK_OK);
+        CHECK_RC(rlock_mutex_fence(mh, &token), RLOCK_OK);
+        CHECK(token > 0);
+        CHECK_INT(rt_cmd_int(s, "EXISTS %s", lock_key), ==, 1);
+        CHECK_INT(rt_cmd_int(s, "EXISTS %s", fence_key), ==, 1);
+        CHECK_INT(rt_cmd_int(s, "DBSIZE"), <=, 4);
+
+        rt_locker_start(&l, mw, 1);
+        if (rows[i].channel) {
+            spell(channel, sizeof channel, rows[i].channel, prefix, name);
+            RT_WAIT_UNTIL(has_channel(s, channel, rows[i].channel_is_prefix),
+                          10000);
+        }
+        rt_sleep_ms(200);
+        CHECK(!atomic_load(&l.done));
+        t0 = rt_now_ms();
+        CHECK_RC(rlock_mutex_unlock(mh), RLOCK_OK);
+        CHECK_RC(rt_locker_join(&l), RLOCK_OK);
+        CHECK_INT(rt_now_ms() - t0, <, 2500);
+        CHECK_INT(rt_cmd_int(s, "EXISTS %s", lock_key), ==, 0);
+
+        /* Three leases of 300 ms, renewed under the documented key. */
+        rt_lost_calls = 0;
+        CHECK_RC(rlock_mutex_lock(mr), RLOCK_OK);
+        rt_sleep_ms(1000);
+        CHECK_INT(rt_cmd_int(s, "PTTL %s", lock_key), >, 0);
+        CHECK_INT(rt_lost_calls, ==, 0);
+        CHECK_RC(rlock_mutex_unlock(mr), RLOCK_OK);
+        CHECK_INT(rt_cmd_int(s, "EXISTS %s", lock_key), ==, 0);
+
+        rlock_mutex_free(mh);
+        rlock_mutex_free(mw);
+        rlock_mutex_free(mr);
+        rlock_client_close(holder);
+        rlock_client_close(waiter);
+        rlock_client_close(renewer);
+        freeReplyObject(rt_cmd(s, "FLUSHALL"));
+    }
+    rt_server_stop(s);
+}

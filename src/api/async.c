@@ -35,18 +35,22 @@ enum { K_LOCK, K_UNLOCK, K_EXTEND };
 typedef struct acall {
     rlock__task t;
     rlock_async_mutex *am;
-    int kind;
-    int token_stage; /* a lock's second op: its token */
-    int try_once;
-    int canceled;
-    int ended; /* on the queue of callbacks */
     int rc;
+    char kind;
+    char token_stage; /* a lock's second op: its token */
+    char try_once;
+    char canceled;
+    char ended; /* on the queue of callbacks */
     uint64_t token, nonce;
     int64_t t0, hint_ms, lease_ms;
     rlock__call call;
-    void (*lock_cb)(rlock_async_mutex *m, int status, uint64_t token,
-                    void *arg);
-    void (*cb)(rlock_async_mutex *m, int status, void *arg);
+    /* By kind: a lock's callback, or an unlock's or an extend's (a
+     * pending wait keeps one pointer, not two). */
+    union {
+        void (*lock)(rlock_async_mutex *m, int status, uint64_t token,
+                     void *arg);
+        void (*other)(rlock_async_mutex *m, int status, void *arg);
+    } cb;
     void *arg;
     struct acall *next_ended;
     /* The op that runs now, in room of its own size (a waiter's is small:
@@ -360,9 +364,9 @@ static void call_back(acall *ac)
 
     am->pending = NULL;
     if (ac->kind == K_LOCK)
-        ac->lock_cb(am, ac->rc, ac->rc == RLOCK_OK ? ac->token : 0, ac->arg);
+        ac->cb.lock(am, ac->rc, ac->rc == RLOCK_OK ? ac->token : 0, ac->arg);
     else
-        ac->cb(am, ac->rc, ac->arg);
+        ac->cb.other(am, ac->rc, ac->arg);
     acall_free(ac);
 }
 
@@ -720,7 +724,7 @@ int rlock_async_lock(rlock_async_mutex *am, int64_t wait_ms,
         return fail_call(am, RLOCK_EINVAL, "wait_ms is too large");
     }
     ac->kind = K_LOCK;
-    ac->lock_cb = cb;
+    ac->cb.lock = cb;
     ac->arg = arg;
     if (wait_ms == 0) {
         ac->try_once = 1;
@@ -750,7 +754,7 @@ int rlock_async_unlock(rlock_async_mutex *am,
     if (!(ac = call_new(am, cb != NULL, sizeof *ac->op.release, &rc)))
         return rc;
     ac->kind = K_UNLOCK;
-    ac->cb = cb;
+    ac->cb.other = cb;
     ac->arg = arg;
     rlock__release_op_init(ac->op.release, &ac->call, am->m, ac->t.owner);
     ac->t.step = (rlock__step_fn)rlock__release_step;
@@ -772,7 +776,7 @@ int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
         return fail_call(am, RLOCK_EINVAL, "lease_ms must be 1 or more");
     }
     ac->kind = K_EXTEND;
-    ac->cb = cb;
+    ac->cb.other = cb;
     ac->arg = arg;
     ac->lease_ms = lease_ms;
     rlock__extend_op_init(ac->op.extend, &ac->call, am->m, ac->t.owner,

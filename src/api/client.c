@@ -68,10 +68,11 @@ static int check_opts(const rlock_client_opts *o, rlock__call *call)
         return rlock__fail(call, RLOCK_EINVAL,
                            "max_connections must be in [1, 1024]");
     if (!o->key_prefix || !o->key_prefix[0] || strpbrk(o->key_prefix, "{}") ||
-        strlen(o->key_prefix) > 64)
+        strlen(o->key_prefix) > RLOCK__PREFIX_MAX)
         return rlock__fail(call, RLOCK_EINVAL,
-                           "key_prefix must be 1 to 64 bytes without '{' "
-                           "or '}'");
+                           "key_prefix must be 1 to %d bytes without '{' "
+                           "or '}'",
+                           RLOCK__PREFIX_MAX);
     if (o->username && !o->password)
         return rlock__fail(call, RLOCK_EINVAL,
                            "username given without password");

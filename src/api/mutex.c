@@ -23,63 +23,6 @@ void rlock_mutex_opts_init(rlock_mutex_opts *o)
     memset(o, 0, sizeof *o);
 }
 
-static void free_mutex(rlock_mutex *m)
-{
-    int i;
-
-    if (!m->packed) {
-        for (i = 0; i < RLOCK__KEYS_MAX; i++)
-            free(m->keys[i]);
-        free(m->channel);
-    }
-    free(m->name);
-    free(m);
-}
-
-/* Appends n bytes of s and a NUL at *p: where they went. */
-static char *put(char **p, const char *s, size_t n)
-{
-    char *at = *p;
-
-    memcpy(at, s, n);
-    at[n] = '\0';
-    *p += n + 1;
-    return at;
-}
-
-/* The name, the layout's keys and its channel moved into one allocation
- * (m->packed): a handle costs one block rather than six, which counts
- * when a loop keeps 100,000 of them. Out of memory, they stay as they
- * are. */
-static void pack_names(rlock_mutex *m)
-{
-    size_t total = m->name_len + 1;
-    char *block, *p;
-    int i;
-
-    for (i = 0; i < m->nkeys; i++)
-        total += m->key_lens[i] + 1;
-    if (m->channel)
-        total += m->channel_len + 1;
-    if (!(block = malloc(total)))
-        return;
-    p = block;
-    put(&p, m->name, m->name_len);
-    free(m->name);
-    m->name = block;
-    for (i = 0; i < m->nkeys; i++) {
-        char *k = put(&p, m->keys[i], m->key_lens[i]);
-        free(m->keys[i]);
-        m->keys[i] = k;
-    }
-    if (m->channel) {
-        char *ch = put(&p, m->channel, m->channel_len);
-        free(m->channel);
-        m->channel = ch;
-    }
-    m->packed = 1;
-}
-
 static int check_opts(rlock__call *call, const rlock_client *c,
                       const rlock_mutex_opts *opts)
 {
@@ -147,7 +90,9 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
         *err = rlock__api_done(&call, c, NULL, rc);
         return NULL;
     }
-    m = calloc(1, sizeof *m);
+    /* The name in the handle's own block: a loop may keep 100,000
+     * handles. */
+    m = calloc(1, sizeof *m + name_len + 1);
     if (!m) {
         *err = rlock__api_done(
             &call, c, NULL, rlock__fail(&call, RLOCK_ENOMEM, "out of memory"));
@@ -164,17 +109,9 @@ rlock_mutex *rlock_mutex_new_len(rlock_client *c, const char *name,
     m->replicas = opts->sync_replicas == RLOCK_SYNC_OFF ? 0
                   : opts->sync_replicas > 0             ? opts->sync_replicas
                                                         : c->opts.sync_replicas;
-    m->name = malloc(name_len);
+    m->name = (char *)(m + 1);
     m->name_len = name_len;
-    if (m->name)
-        memcpy(m->name, name, name_len);
-    if (!m->name || m->layout->names(m, c->prefix) != RLOCK_OK) {
-        free_mutex(m);
-        *err = rlock__api_done(
-            &call, c, NULL, rlock__fail(&call, RLOCK_ENOMEM, "out of memory"));
-        return NULL;
-    }
-    pack_names(m);
+    memcpy(m->name, name, name_len);
     rlock__call_end(&call);
     if (opts->lease_ms > 0) {
         pthread_mutex_lock(&c->mu);
@@ -212,7 +149,7 @@ void rlock_mutex_free(rlock_mutex *m)
     if (m->subscribed)
         rlock__sub_release(c, m);
     pthread_mutex_unlock(&c->mu);
-    free_mutex(m);
+    free(m);
 }
 
 rlock_client *rlock_mutex_client(rlock_mutex *m)

@@ -48,21 +48,19 @@ static int transient(const rlock__result *r)
 
 static void job_free(rlock__cleanup *j)
 {
-    int i;
-
-    for (i = 0; i < j->shadow.nkeys; i++)
-        free(j->shadow.keys[i]);
-    free(j->shadow.channel);
     free(j->shadow.name);
     free(j);
 }
 
+/* n bytes at p and a NUL. */
 static char *dup_bytes(const char *p, size_t n)
 {
-    char *d = malloc(n ? n : 1);
+    char *d = malloc(n + 1);
 
-    if (d && n)
+    if (d) {
         memcpy(d, p, n);
+        d[n] = '\0';
+    }
     return d;
 }
 
@@ -74,30 +72,16 @@ static rlock__cleanup *job_new(rlock_mutex *m, uint64_t owner, uint64_t nonce,
 {
     rlock_client *c = m->c;
     rlock__cleanup *j = calloc(1, sizeof *j);
-    int i, ok = j != NULL;
 
-    for (i = 0; ok && i < m->nkeys; i++) {
-        j->shadow.keys[i] = dup_bytes(m->keys[i], m->key_lens[i]);
-        j->shadow.key_lens[i] = m->key_lens[i];
-        j->shadow.nkeys = i + 1;
-        ok = j->shadow.keys[i] != NULL;
+    /* The name: the layout spells the keys from it, and the event that
+     * reports the undo names it. */
+    if (j && !(j->shadow.name = dup_bytes(m->name, m->name_len))) {
+        free(j);
+        j = NULL;
     }
-    if (ok) {
-        /* The name, for the event that reports the undo. */
-        j->shadow.name = dup_bytes(m->name, m->name_len);
-        j->shadow.name_len = m->name_len;
-        ok = j->shadow.name != NULL;
-    }
-    if (ok && m->channel) {
-        j->shadow.channel = dup_bytes(m->channel, m->channel_len);
-        j->shadow.channel_len = m->channel_len;
-        ok = j->shadow.channel != NULL;
-    }
-    if (!ok) {
-        if (j)
-            job_free(j);
+    if (!j)
         return NULL;
-    }
+    j->shadow.name_len = m->name_len;
     j->shadow.c = c;
     j->shadow.layout = m->layout;
     j->shadow.opts.layout = m->opts.layout;

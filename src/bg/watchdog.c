@@ -520,11 +520,9 @@ static void renew_collect(rlock_client *c, renew_op *o)
         }
         /* Copy what the request needs: the mutex may be freed while mu is
          * released for the round trip. */
-        rn[n].key = malloc(m->key_lens[0] ? m->key_lens[0] : 1);
+        rn[n].key = rlock__lock_key_dup(m, 0, NULL, 0, &rn[n].key_len);
         if (!rn[n].key)
             break;
-        memcpy(rn[n].key, m->keys[0], m->key_lens[0]);
-        rn[n].key_len = m->key_lens[0];
         rn[n].serial = h->serial;
         rn[n].lease_ms = h->lease_ms;
         rn[n].replicas = m->replicas;

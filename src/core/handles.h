@@ -103,26 +103,21 @@ struct rlock_client {
 };
 
 /*
- * The mutex handle: one lock name reached through one client, with the
- * names of its keys and channel as its layout spells them. The handle
- * owns those names; the holds taken through it point back at it and are
- * forgotten when it is freed.
+ * The mutex handle: one lock name reached through one client. Its layout
+ * spells the names of the lock's keys and channel from the name when a
+ * request is built (rlock__layout.key): a handle keeps none of them. The
+ * holds taken through it point back at it and are forgotten when it is
+ * freed.
  */
 struct rlock__layout; /* layout/layout.h */
-
-/* Most keys a layout uses for one lock. */
-#define RLOCK__KEYS_MAX 4
 
 struct rlock_mutex {
     rlock_client *c;
     const struct rlock__layout *layout;
+    /* NUL-ended (events hand it out as a string); in the same block as
+     * the handle (api/mutex.c), or a copy of its own (bg/cleanup.c). */
     char *name;
     size_t name_len;
-    int nkeys;
-    char *keys[RLOCK__KEYS_MAX]; /* the lock's own key first */
-    size_t key_lens[RLOCK__KEYS_MAX];
-    char *channel; /* where releases are announced (layout's naming) */
-    size_t channel_len;
     rlock_mutex_opts opts;
     int64_t lease_ms; /* of each hold: opts.lease_ms or the watchdog's */
     int replicas;     /* WAIT for this many replicas after writes (0) */
@@ -148,8 +143,6 @@ struct rlock_mutex {
     int callbacks;
     /* The rlock_async_mutex around it (api/async.c), or NULL. */
     void *outer;
-    /* name, keys and channel are one allocation, at name (api/mutex.c). */
-    int packed;
 };
 
 #endif

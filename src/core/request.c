@@ -157,6 +157,16 @@ void rlock__req_argcopy(rlock__req *r, const char *s, size_t len)
     }
 }
 
+void rlock__req_keycopy(rlock__req *r, const char *s, size_t len)
+{
+    char *p = store(r, len);
+
+    if (p) {
+        memcpy(p, s, len);
+        rlock__req_key(r, p, len);
+    }
+}
+
 void rlock__req_argu(rlock__req *r, uint64_t v)
 {
     char buf[RLOCK__DEC_MAX];

@@ -172,9 +172,8 @@ typedef struct rlock__wait_op {
     int fails;       /* attempts failed as in a failover, in a row */
     unsigned moves;  /* c->moves when the subscription was looked at */
     int attempts;    /* requests sent */
-    int64_t hint_ms; /* the last busy answer's lease left, -1 unknown */
-    int64_t until;   /* a sleep's end */
-    /* Yes or no, a byte each (10,000 waits on a loop): */
+    /* Yes or no, a byte each, in the ints' padding (10,000 waits on a
+     * loop): */
     char forever;
     char wakes;       /* messages wake it */
     char queued;      /* it waits in Redis's queue: leaving takes its
@@ -186,6 +185,8 @@ typedef struct rlock__wait_op {
     char gave_up;     /* the deadline came */
     char waited;      /* it slept at least once: the lock was busy */
     char messages;    /* a sleep that a message may end */
+    int64_t hint_ms;  /* the last busy answer's lease left, -1 unknown */
+    int64_t until;    /* a sleep's end */
     /* The current step's call (attempt, check, leave) and its op: room
      * the wait has while it is awake only, so that a sleeping waiter
      * costs little (10,000 of them on one loop). NULL while asleep. */

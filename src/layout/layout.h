@@ -65,6 +65,14 @@ typedef struct rlock__acq {
  * done, and the full form must be sent. */
 #define RLOCK__LAY_FAST 8u
 
+/* The longest key or channel a layout writes for a lock: its name, the
+ * client's key prefix (RLOCK__PREFIX_MAX) and a few bytes of the
+ * layout's own. */
+#define RLOCK__PREFIX_MAX 64
+#define RLOCK__KEY_MAX (RLOCK_NAME_MAX + RLOCK__PREFIX_MAX + 64)
+/* key's i for the channel rather than a key. */
+#define RLOCK__CHANNEL (-1)
+
 typedef struct rlock__layout {
     const char *name; /* "native", "token", "Redisson" */
     int id;           /* RLOCK_LAYOUT_* */
@@ -73,9 +81,16 @@ typedef struct rlock__layout {
      * 0: by retries after a random delay only. */
     int wakes;
 
-    /* Fills m's keys, nkeys and channel (prefix: the client's key
-     * prefix). RLOCK_OK or RLOCK_ENOMEM. */
-    int (*names)(rlock_mutex *m, const char *prefix);
+    /* How many keys a lock has (a request names some of them, the
+     * lock's own key first). */
+    int nkeys;
+    /* Writes key i (0 .. nkeys - 1) of m's lock, or with RLOCK__CHANNEL
+     * the channel its releases are announced on (layouts that wake), at
+     * out: its length, at most RLOCK__KEY_MAX. A handle keeps its lock's
+     * name only, and its keys are written into each request as it is
+     * built: a copy of a few dozen bytes there saves every handle (and
+     * so every waiter of a loop) its own copy of five names. */
+    size_t (*key)(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX]);
     /* The owner string of owner number no of client c, for the hold
      * taken (or the acquisition made) under nonce: layouts that know a
      * hold by its owner only (no nonce in Redis) write a string of its
@@ -163,9 +178,23 @@ const rlock__layout *rlock__layout_of(int id);
 const rlock__script *const *rlock__layout_scripts(int *n);
 
 /* "prefix" ":" name followed by suffix, in braces as a hash tag:
- * "{prefix:name}suffix". */
-char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
-                        const char *suffix, size_t *out_len);
+ * "{prefix:name}suffix", written at out (RLOCK__KEY_MAX bytes, with a
+ * suffix of 32 at most); its length. */
+size_t rlock__tagged_key(const char *prefix, const char *name, size_t len,
+                         const char *suffix, char *out);
+
+/* Key i of m's lock (or RLOCK__CHANNEL), copied into request r: a key,
+ * or with _arg an argument. */
+void rlock__req_lock_key(rlock__req *r, const rlock_mutex *m, int i);
+void rlock__req_lock_arg(rlock__req *r, const rlock_mutex *m, int i);
+/* Key i of m's lock (or RLOCK__CHANNEL) followed by len bytes of tail,
+ * in a block of its own (malloc'ed; *out_len set), or NULL. */
+char *rlock__lock_key_dup(const rlock_mutex *m, int i, const char *tail,
+                          size_t len, size_t *out_len);
+/* Whether the len bytes at p are key i of m's lock (or RLOCK__CHANNEL)
+ * followed by tail (tail_len bytes). */
+int rlock__lock_key_is(const rlock_mutex *m, int i, const char *tail,
+                       size_t tail_len, const char *p, size_t len);
 
 /* The extend request every layout sends: KEYS lock, ARGV owner, id,
  * lease_ms, to script s (a layout may add arguments after them). */

@@ -35,19 +35,15 @@
 #include "layout/scripts.h"
 #include "util/dec.h"
 
-static int names(rlock_mutex *m, const char *prefix)
+/* "{prefix:name}" and the key's suffix: lock, fence, queue, qinfo, and
+ * the channel (the client id follows it: sub_channel). */
+static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
 {
-    static const char *const suffix[] = {"", ":fence", ":queue", ":qinfo"};
-    int i;
+    static const char *const suffix[] = {":wake", "", ":fence", ":queue",
+                                         ":qinfo"};
 
-    m->nkeys = 4;
-    for (i = 0; i < m->nkeys; i++)
-        if (!(m->keys[i] = rlock__tagged_key(prefix, m->name, m->name_len,
-                                             suffix[i], &m->key_lens[i])))
-            return RLOCK_ENOMEM;
-    m->channel = rlock__tagged_key(prefix, m->name, m->name_len, ":wake",
-                                   &m->channel_len);
-    return m->channel ? RLOCK_OK : RLOCK_ENOMEM;
+    return rlock__tagged_key(m->c->prefix, m->name, m->name_len, suffix[i + 1],
+                             out);
 }
 
 /* The longest plain owner string and the longest tag fit the owner
@@ -76,7 +72,7 @@ static void keys(const rlock_mutex *m, int n, rlock__req *r)
     int i;
 
     for (i = 0; i < n; i++)
-        rlock__req_key(r, m->keys[i], m->key_lens[i]);
+        rlock__req_lock_key(r, m, i);
 }
 
 /* "<owner> <nonce> " into buf (len + 22 bytes at most); its length. */
@@ -183,8 +179,7 @@ static void retoken(const rlock_mutex *m, const char *o, size_t len,
                     uint64_t nonce, uint64_t token, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_native_retoken);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
-    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    keys(m, 2, r);
     rlock__req_arg(r, o, len);
     rlock__req_argu(r, nonce);
     rlock__req_argu(r, token);
@@ -207,24 +202,21 @@ static void force(const rlock_mutex *m, unsigned flags, rlock__req *r)
 static char *sub_channel(const rlock_client *c, const rlock_mutex *m,
                          size_t *len)
 {
-    char *ch = malloc(m->channel_len + 1 + RLOCK__ID_LEN);
+    char tail[1 + RLOCK__ID_LEN];
 
-    if (ch) {
-        memcpy(ch, m->channel, m->channel_len);
-        ch[m->channel_len] = ':';
-        memcpy(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN);
-        *len = m->channel_len + 1 + RLOCK__ID_LEN;
-    }
-    return ch;
+    tail[0] = ':';
+    memcpy(tail + 1, c->id, RLOCK__ID_LEN);
+    return rlock__lock_key_dup(m, RLOCK__CHANNEL, tail, sizeof tail, len);
 }
 
 static int is_channel(const rlock_client *c, const rlock_mutex *m,
                       const char *ch, size_t len)
 {
-    return len == m->channel_len + 1 + RLOCK__ID_LEN &&
-           memcmp(ch, m->channel, m->channel_len) == 0 &&
-           ch[m->channel_len] == ':' &&
-           memcmp(ch + m->channel_len + 1, c->id, RLOCK__ID_LEN) == 0;
+    char tail[1 + RLOCK__ID_LEN];
+
+    tail[0] = ':';
+    memcpy(tail + 1, c->id, RLOCK__ID_LEN);
+    return rlock__lock_key_is(m, RLOCK__CHANNEL, tail, sizeof tail, ch, len);
 }
 
 /* "<owner>" asks that waiter to try again; a grant tells it the lock was
@@ -318,7 +310,9 @@ static void release_cad_add(const rlock__script *f, const rlock_mutex *m,
     size_t n = calm_value(o, len, nonce, 1, token, v);
 
     rlock__req_init(r, f);
-    rlock__req_command(r, m->keys[0], m->key_lens[0]);
+    /* The first command of the request: its name is the head, its key
+     * the request's (rlock__req_command's first key, copied). */
+    rlock__req_lock_key(r, m, 0);
     if (f == &release_delex)
         rlock__req_arg(r, "IFEQ", 4);
     rlock__req_argcopy(r, v, n);
@@ -342,10 +336,10 @@ static const rlock__script *const scripts[] = {
 const rlock__layout rlock__layout_native = {
     "native",
     RLOCK_LAYOUT_NATIVE,
-    RLOCK__LAY_COUNTS | RLOCK__LAY_QUEUE | RLOCK__LAY_COPIES |
-        RLOCK__LAY_FAST,
+    RLOCK__LAY_COUNTS | RLOCK__LAY_QUEUE | RLOCK__LAY_COPIES | RLOCK__LAY_FAST,
     1,
-    names,
+    4,
+    key,
     owner,
     acquire,
     release,

@@ -20,48 +20,32 @@
 #include "layout/layout.h"
 #include "layout/scripts.h"
 
-/* Redisson's names for a lock's other keys and channel: prefix ":" name
- * when the name has a '{' already, else prefix ":{" name "}", so that
- * they share the lock's cluster slot (RedissonObject.prefixName). */
-static char *prefixed(const char *prefix, const char *name, size_t len,
-                      size_t *out_len)
+/* The lock's key is its name as given (the client's key prefix is not
+ * used). Redisson's names for its other key and its channel are prefix
+ * ":" name when the name has a '{' already, else prefix ":{" name "}", so
+ * that they share the lock's cluster slot (RedissonObject.prefixName). */
+static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
 {
+    const char *prefix =
+        i == RLOCK__CHANNEL ? "redisson_lock__channel" : "redisson_lock_token";
     size_t plen = strlen(prefix);
-    int tag = memchr(name, '{', len) == NULL;
-    size_t n = plen + 1 + (size_t)tag + len + (size_t)tag;
-    char *k = malloc(n + 1), *p;
+    int tag = memchr(m->name, '{', m->name_len) == NULL;
+    char *p = out;
 
-    if (!k)
-        return NULL;
-    p = k;
+    if (i == 0) {
+        memcpy(out, m->name, m->name_len);
+        return m->name_len;
+    }
     memcpy(p, prefix, plen);
     p += plen;
     *p++ = ':';
     if (tag)
         *p++ = '{';
-    memcpy(p, name, len);
-    p += len;
+    memcpy(p, m->name, m->name_len);
+    p += m->name_len;
     if (tag)
         *p++ = '}';
-    *p = '\0';
-    *out_len = n;
-    return k;
-}
-
-static int names(rlock_mutex *m, const char *prefix)
-{
-    (void)prefix; /* Redisson's key is the name as given */
-    m->nkeys = 2;
-    m->keys[0] = malloc(m->name_len ? m->name_len : 1);
-    if (!m->keys[0])
-        return RLOCK_ENOMEM;
-    memcpy(m->keys[0], m->name, m->name_len);
-    m->key_lens[0] = m->name_len;
-    m->keys[1] =
-        prefixed("redisson_lock_token", m->name, m->name_len, &m->key_lens[1]);
-    m->channel = prefixed("redisson_lock__channel", m->name, m->name_len,
-                          &m->channel_len);
-    return m->keys[1] && m->channel ? RLOCK_OK : RLOCK_ENOMEM;
+    return (size_t)(p - out);
 }
 
 /* Redisson's field is "<UUID of the client>:<Java thread id>". rlock
@@ -82,8 +66,8 @@ static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
 static void acquire(const rlock_mutex *m, const rlock__acq *a, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_redisson_acquire);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
-    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_lock_key(r, m, 0);
+    rlock__req_lock_key(r, m, 1);
     rlock__req_arg(r, a->owner, a->owner_len);
     rlock__req_argi(r, a->lease_ms);
     rlock__req_argi(r, a->mode == 'r' ? a->count : 0);
@@ -99,9 +83,9 @@ static void release(const rlock_mutex *m, const char *o, size_t len,
     (void)token;
     (void)fast; /* no fast form */
     rlock__req_init(r, &rlock__lua_redisson_release);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_lock_key(r, m, 0);
     rlock__req_arg(r, o, len);
-    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_lock_arg(r, m, RLOCK__CHANNEL);
     rlock__req_argi(r, count);
 }
 
@@ -121,16 +105,16 @@ static void cancel(const rlock_mutex *m, const char *o, size_t len,
 {
     (void)nonce;
     rlock__req_init(r, &rlock__lua_redisson_cancel);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_lock_key(r, m, 0);
     rlock__req_arg(r, o, len);
-    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_lock_arg(r, m, RLOCK__CHANNEL);
 }
 
 static void status(const rlock_mutex *m, rlock__req *r)
 {
     rlock__req_init(r, &rlock__lua_redisson_status);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
-    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_lock_key(r, m, 0);
+    rlock__req_lock_key(r, m, 1);
 }
 
 /* ARGV: channel. */
@@ -138,30 +122,24 @@ static void force(const rlock_mutex *m, unsigned flags, rlock__req *r)
 {
     (void)flags; /* its locks always have an expiry */
     rlock__req_init(r, &rlock__lua_redisson_force);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
-    rlock__req_key(r, m->keys[1], m->key_lens[1]);
-    rlock__req_arg(r, m->channel, m->channel_len);
+    rlock__req_lock_key(r, m, 0);
+    rlock__req_lock_key(r, m, 1);
+    rlock__req_lock_arg(r, m, RLOCK__CHANNEL);
 }
 
 /* One channel per lock, shared by every client. */
 static char *sub_channel(const rlock_client *c, const rlock_mutex *m,
                          size_t *len)
 {
-    char *ch = malloc(m->channel_len ? m->channel_len : 1);
-
     (void)c;
-    if (ch) {
-        memcpy(ch, m->channel, m->channel_len);
-        *len = m->channel_len;
-    }
-    return ch;
+    return rlock__lock_key_dup(m, RLOCK__CHANNEL, NULL, 0, len);
 }
 
 static int is_channel(const rlock_client *c, const rlock_mutex *m,
                       const char *ch, size_t len)
 {
     (void)c;
-    return len == m->channel_len && memcmp(ch, m->channel, len) == 0;
+    return rlock__lock_key_is(m, RLOCK__CHANNEL, NULL, 0, ch, len);
 }
 
 /* The longest-waiting thread of the channel ch that is not woken
@@ -196,7 +174,8 @@ static void message(rlock_client *c, const rlock__pubsub *p)
 
 static void pass_on(rlock_client *c, const rlock_mutex *m)
 {
-    rlock__waiter *w = first_asleep(c, m->channel, m->channel_len);
+    char ch[RLOCK__KEY_MAX];
+    rlock__waiter *w = first_asleep(c, ch, key(m, RLOCK__CHANNEL, ch));
 
     if (w)
         rlock__waiter_wake(w);
@@ -214,7 +193,8 @@ const rlock__layout rlock__layout_redisson = {
     RLOCK_LAYOUT_REDISSON,
     RLOCK__LAY_COUNTS,
     1,
-    names,
+    2,
+    key,
     owner,
     acquire,
     release,

@@ -46,16 +46,12 @@ const rlock__script *const *rlock__layout_scripts(int *n)
     return all_scripts;
 }
 
-char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
-                        const char *suffix, size_t *out_len)
+size_t rlock__tagged_key(const char *prefix, const char *name, size_t len,
+                         const char *suffix, char *out)
 {
     size_t plen = strlen(prefix), slen = strlen(suffix);
-    size_t n = 1 + plen + 1 + len + 1 + slen;
-    char *k = malloc(n + 1), *p;
+    char *p = out;
 
-    if (!k)
-        return NULL;
-    p = k;
     *p++ = '{';
     memcpy(p, prefix, plen);
     p += plen;
@@ -64,9 +60,47 @@ char *rlock__tagged_key(const char *prefix, const char *name, size_t len,
     p += len;
     *p++ = '}';
     memcpy(p, suffix, slen);
-    p[slen] = '\0';
-    *out_len = n;
-    return k;
+    return (size_t)(p - out) + slen;
+}
+
+void rlock__req_lock_key(rlock__req *r, const rlock_mutex *m, int i)
+{
+    char k[RLOCK__KEY_MAX];
+
+    rlock__req_keycopy(r, k, m->layout->key(m, i, k));
+}
+
+void rlock__req_lock_arg(rlock__req *r, const rlock_mutex *m, int i)
+{
+    char k[RLOCK__KEY_MAX];
+
+    rlock__req_argcopy(r, k, m->layout->key(m, i, k));
+}
+
+char *rlock__lock_key_dup(const rlock_mutex *m, int i, const char *tail,
+                          size_t len, size_t *out_len)
+{
+    char k[RLOCK__KEY_MAX], *d;
+    size_t n = m->layout->key(m, i, k);
+
+    if ((d = malloc(n + len + 1)) != NULL) {
+        memcpy(d, k, n);
+        if (len)
+            memcpy(d + n, tail, len);
+        d[n + len] = '\0';
+        *out_len = n + len;
+    }
+    return d;
+}
+
+int rlock__lock_key_is(const rlock_mutex *m, int i, const char *tail,
+                       size_t tail_len, const char *p, size_t len)
+{
+    char k[RLOCK__KEY_MAX];
+    size_t n = m->layout->key(m, i, k);
+
+    return len == n + tail_len && memcmp(p, k, n) == 0 &&
+           (!tail_len || memcmp(p + n, tail, tail_len) == 0);
 }
 
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
@@ -74,7 +108,7 @@ void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,
                        int64_t lease_ms, rlock__req *r)
 {
     rlock__req_init(r, s);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_lock_key(r, m, 0);
     rlock__req_arg(r, owner, len);
     rlock__req_argu(r, id);
     rlock__req_argi(r, lease_ms);

@@ -19,22 +19,17 @@
 #include "layout/scripts.h"
 #include "util/dec.h"
 
-static int names(rlock_mutex *m, const char *prefix)
+/* The name as given (the peers' key), and the name with ":rlock-fence".
+ * The client's key prefix is not used. */
+static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
 {
     static const char fence[] = ":rlock-fence";
 
-    (void)prefix; /* the peers' key is the name as given */
-    m->nkeys = 2;
-    m->keys[0] = malloc(m->name_len ? m->name_len : 1);
-    m->keys[1] = malloc(m->name_len + sizeof fence);
-    if (!m->keys[0] || !m->keys[1])
-        return RLOCK_ENOMEM;
-    memcpy(m->keys[0], m->name, m->name_len);
-    m->key_lens[0] = m->name_len;
-    memcpy(m->keys[1], m->name, m->name_len);
-    memcpy(m->keys[1] + m->name_len, fence, sizeof fence);
-    m->key_lens[1] = m->name_len + sizeof fence - 1;
-    return RLOCK_OK;
+    memcpy(out, m->name, m->name_len);
+    if (i != 1)
+        return m->name_len;
+    memcpy(out + m->name_len, fence, sizeof fence - 1);
+    return m->name_len + sizeof fence - 1;
 }
 
 /* "<client id>@<host>/<pid>:<owner number>.<nonce>": each hold writes
@@ -54,8 +49,8 @@ static size_t owner(const rlock_client *c, uint64_t no, uint64_t nonce,
 
 static void both_keys(const rlock_mutex *m, rlock__req *r)
 {
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
-    rlock__req_key(r, m->keys[1], m->key_lens[1]);
+    rlock__req_lock_key(r, m, 0);
+    rlock__req_lock_key(r, m, 1);
 }
 
 /* KEYS: lock, fence. ARGV: owner, lease_ms. */
@@ -74,7 +69,7 @@ static void release(const rlock_mutex *m, const char *o, size_t len,
     (void)count;
     (void)fast; /* no fast form */
     rlock__req_init(r, &rlock__lua_token_release);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_lock_key(r, m, 0);
     rlock__req_arg(r, o, len);
     rlock__req_argu(r, nonce);
 }
@@ -96,7 +91,7 @@ static void cancel(const rlock_mutex *m, const char *o, size_t len,
 {
     (void)nonce;
     rlock__req_init(r, &rlock__lua_token_cancel);
-    rlock__req_key(r, m->keys[0], m->key_lens[0]);
+    rlock__req_lock_key(r, m, 0);
     rlock__req_arg(r, o, len);
 }
 
@@ -169,7 +164,8 @@ const rlock__layout rlock__layout_token = {
     RLOCK_LAYOUT_TOKEN,
     0,
     0,
-    names,
+    2,
+    key,
     owner,
     acquire,
     release,
