@@ -157,14 +157,22 @@ void rlock__req_argcopy(rlock__req *r, const char *s, size_t len)
     }
 }
 
-void rlock__req_keycopy(rlock__req *r, const char *s, size_t len)
+char *rlock__req_keyroom(rlock__req *r, size_t len)
 {
     char *p = store(r, len);
 
-    if (p) {
-        memcpy(p, s, len);
+    if (p)
         rlock__req_key(r, p, len);
-    }
+    return p;
+}
+
+char *rlock__req_argroom(rlock__req *r, size_t len)
+{
+    char *p = store(r, len);
+
+    if (p)
+        rlock__req_arg(r, p, len);
+    return p;
 }
 
 void rlock__req_argu(rlock__req *r, uint64_t v)

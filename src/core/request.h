@@ -86,8 +86,11 @@ void rlock__req_argu(rlock__req *r, uint64_t v);
 void rlock__req_argi(rlock__req *r, int64_t v);
 /* An argument of len bytes at p, copied into the request. */
 void rlock__req_argcopy(rlock__req *r, const char *p, size_t len);
-/* A key of len bytes at p, copied into the request. */
-void rlock__req_keycopy(rlock__req *r, const char *p, size_t len);
+/* A key, or an argument, of len bytes that the caller writes at the
+ * pointer returned, in the request's own storage (NULL: out of memory,
+ * the request failed). */
+char *rlock__req_keyroom(rlock__req *r, size_t len);
+char *rlock__req_argroom(rlock__req *r, size_t len);
 /* A pipeline's next command (its script's each > 0): the command's
  * name, unless it is the first (the request's head), then key, which
  * routes the request if it is the first. Its other arguments follow. */

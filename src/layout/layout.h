@@ -65,13 +65,22 @@ typedef struct rlock__acq {
  * done, and the full form must be sent. */
 #define RLOCK__LAY_FAST 8u
 
-/* The longest key or channel a layout writes for a lock: its name, the
- * client's key prefix (RLOCK__PREFIX_MAX) and a few bytes of the
- * layout's own. */
+/* The longest key prefix a client takes (rlock_client_opts.key_prefix). */
 #define RLOCK__PREFIX_MAX 64
-#define RLOCK__KEY_MAX (RLOCK_NAME_MAX + RLOCK__PREFIX_MAX + 64)
 /* key's i for the channel rather than a key. */
 #define RLOCK__CHANNEL (-1)
+
+/* A key or channel as a layout spells it: pieces (the name, the client's
+ * key prefix, the layout's own words) that, end to end, make it. Written
+ * into a request where it goes, or compared piece by piece, which stops
+ * at the first piece that differs, as comparing whole strings did. */
+#define RLOCK__KEY_PIECES 6 /* the most a layout uses (native) */
+typedef struct rlock__key {
+    const char *p[RLOCK__KEY_PIECES];
+    size_t n[RLOCK__KEY_PIECES];
+    int count;
+    size_t len; /* of all pieces */
+} rlock__key;
 
 typedef struct rlock__layout {
     const char *name; /* "native", "token", "Redisson" */
@@ -84,13 +93,13 @@ typedef struct rlock__layout {
     /* How many keys a lock has (a request names some of them, the
      * lock's own key first). */
     int nkeys;
-    /* Writes key i (0 .. nkeys - 1) of m's lock, or with RLOCK__CHANNEL
-     * the channel its releases are announced on (layouts that wake), at
-     * out: its length, at most RLOCK__KEY_MAX. A handle keeps its lock's
-     * name only, and its keys are written into each request as it is
-     * built: a copy of a few dozen bytes there saves every handle (and
-     * so every waiter of a loop) its own copy of five names. */
-    size_t (*key)(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX]);
+    /* Spells key i (0 .. nkeys - 1) of m's lock, or with RLOCK__CHANNEL
+     * the channel its releases are announced on (layouts that wake), in
+     * k. A handle keeps its lock's name only, and its keys are written
+     * into each request as it is built: a copy of a few dozen bytes there
+     * saves every handle (and so every waiter of a loop) its own copy of
+     * five names. */
+    void (*key)(const rlock_mutex *m, int i, rlock__key *k);
     /* The owner string of owner number no of client c, for the hold
      * taken (or the acquisition made) under nonce: layouts that know a
      * hold by its owner only (no nonce in Redis) write a string of its
@@ -177,11 +186,15 @@ const rlock__layout *rlock__layout_of(int id);
 /* Every script of every layout; *n is set to how many. */
 const rlock__script *const *rlock__layout_scripts(int *n);
 
+/* Makes k empty. */
+void rlock__key_init(rlock__key *k);
+/* Adds the n bytes at p (borrowed) after k's pieces. */
+void rlock__key_add(rlock__key *k, const char *p, size_t n);
+
 /* "prefix" ":" name followed by suffix, in braces as a hash tag:
- * "{prefix:name}suffix", written at out (RLOCK__KEY_MAX bytes, with a
- * suffix of 32 at most); its length. */
-size_t rlock__tagged_key(const char *prefix, const char *name, size_t len,
-                         const char *suffix, char *out);
+ * "{prefix:name}suffix", in k. */
+void rlock__tagged_key(const char *prefix, const char *name, size_t len,
+                       const char *suffix, rlock__key *k);
 
 /* Key i of m's lock (or RLOCK__CHANNEL), copied into request r: a key,
  * or with _arg an argument. */

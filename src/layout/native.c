@@ -37,13 +37,12 @@
 
 /* "{prefix:name}" and the key's suffix: lock, fence, queue, qinfo, and
  * the channel (the client id follows it: sub_channel). */
-static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
+static void key(const rlock_mutex *m, int i, rlock__key *k)
 {
     static const char *const suffix[] = {":wake", "", ":fence", ":queue",
                                          ":qinfo"};
 
-    return rlock__tagged_key(m->c->prefix, m->name, m->name_len, suffix[i + 1],
-                             out);
+    rlock__tagged_key(m->c->prefix, m->name, m->name_len, suffix[i + 1], k);
 }
 
 /* The longest plain owner string and the longest tag fit the owner

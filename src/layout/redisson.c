@@ -24,28 +24,22 @@
  * used). Redisson's names for its other key and its channel are prefix
  * ":" name when the name has a '{' already, else prefix ":{" name "}", so
  * that they share the lock's cluster slot (RedissonObject.prefixName). */
-static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
+static void key(const rlock_mutex *m, int i, rlock__key *k)
 {
-    const char *prefix =
-        i == RLOCK__CHANNEL ? "redisson_lock__channel" : "redisson_lock_token";
-    size_t plen = strlen(prefix);
+    static const char channel[] = "redisson_lock__channel",
+                      token[] = "redisson_lock_token";
     int tag = memchr(m->name, '{', m->name_len) == NULL;
-    char *p = out;
 
-    if (i == 0) {
-        memcpy(out, m->name, m->name_len);
-        return m->name_len;
-    }
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    if (tag)
-        *p++ = '{';
-    memcpy(p, m->name, m->name_len);
-    p += m->name_len;
-    if (tag)
-        *p++ = '}';
-    return (size_t)(p - out);
+    rlock__key_init(k);
+    if (i == RLOCK__CHANNEL)
+        rlock__key_add(k, channel, sizeof channel - 1);
+    else if (i == 1)
+        rlock__key_add(k, token, sizeof token - 1);
+    if (i != 0)
+        rlock__key_add(k, tag ? ":{" : ":", tag ? 2 : 1);
+    rlock__key_add(k, m->name, m->name_len);
+    if (i != 0 && tag)
+        rlock__key_add(k, "}", 1);
 }
 
 /* Redisson's field is "<UUID of the client>:<Java thread id>". rlock
@@ -142,15 +136,18 @@ static int is_channel(const rlock_client *c, const rlock_mutex *m,
     return rlock__lock_key_is(m, RLOCK__CHANNEL, NULL, 0, ch, len);
 }
 
-/* The longest-waiting thread of the channel ch that is not woken
- * already (the list is newest first), or NULL. */
-static rlock__waiter *first_asleep(rlock_client *c, const char *ch, size_t len)
+/* The longest-waiting thread that is not woken already (the list is
+ * newest first) of the channel ch, or with ch NULL of m's lock; or NULL. */
+static rlock__waiter *first_asleep(rlock_client *c, const char *ch, size_t len,
+                                   const rlock_mutex *m)
 {
     rlock__waiter *w, *found = NULL;
 
     for (w = c->waiters.list; w; w = w->next)
         if (w->m->layout == &rlock__layout_redisson && !w->woken &&
-            is_channel(c, w->m, ch, len))
+            (ch ? is_channel(c, w->m, ch, len)
+                : w->m->name_len == m->name_len &&
+                      memcmp(w->m->name, m->name, m->name_len) == 0))
             found = w;
     return found;
 }
@@ -167,15 +164,17 @@ static void message(rlock_client *c, const rlock__pubsub *p)
             if (w->m->layout == &rlock__layout_redisson &&
                 is_channel(c, w->m, p->channel, p->channel_len))
                 rlock__waiter_wake(w);
-    } else if ((w = first_asleep(c, p->channel, p->channel_len)) != NULL) {
+    } else if ((w = first_asleep(c, p->channel, p->channel_len, NULL)) !=
+               NULL) {
         rlock__waiter_wake(w);
     }
 }
 
+/* Its channel is its name's (the key prefix is not used): the waiters of
+ * the same name. */
 static void pass_on(rlock_client *c, const rlock_mutex *m)
 {
-    char ch[RLOCK__KEY_MAX];
-    rlock__waiter *w = first_asleep(c, ch, key(m, RLOCK__CHANNEL, ch));
+    rlock__waiter *w = first_asleep(c, NULL, 0, m);
 
     if (w)
         rlock__waiter_wake(w);

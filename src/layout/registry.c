@@ -46,49 +46,75 @@ const rlock__script *const *rlock__layout_scripts(int *n)
     return all_scripts;
 }
 
-size_t rlock__tagged_key(const char *prefix, const char *name, size_t len,
-                         const char *suffix, char *out)
+void rlock__key_init(rlock__key *k)
 {
-    size_t plen = strlen(prefix), slen = strlen(suffix);
-    char *p = out;
+    k->count = 0;
+    k->len = 0;
+}
 
-    *p++ = '{';
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    memcpy(p, name, len);
-    p += len;
-    *p++ = '}';
-    memcpy(p, suffix, slen);
-    return (size_t)(p - out) + slen;
+void rlock__key_add(rlock__key *k, const char *p, size_t n)
+{
+    k->p[k->count] = p;
+    k->n[k->count++] = n;
+    k->len += n;
+}
+
+void rlock__tagged_key(const char *prefix, const char *name, size_t len,
+                       const char *suffix, rlock__key *k)
+{
+    rlock__key_init(k);
+    rlock__key_add(k, "{", 1);
+    rlock__key_add(k, prefix, strlen(prefix));
+    rlock__key_add(k, ":", 1);
+    rlock__key_add(k, name, len);
+    rlock__key_add(k, "}", 1);
+    rlock__key_add(k, suffix, strlen(suffix));
+}
+
+/* k's pieces end to end at out (k->len bytes). */
+static void key_write(const rlock__key *k, char *out)
+{
+    int i;
+
+    for (i = 0; i < k->count; i++) {
+        memcpy(out, k->p[i], k->n[i]);
+        out += k->n[i];
+    }
 }
 
 void rlock__req_lock_key(rlock__req *r, const rlock_mutex *m, int i)
 {
-    char k[RLOCK__KEY_MAX];
+    rlock__key k;
+    char *p;
 
-    rlock__req_keycopy(r, k, m->layout->key(m, i, k));
+    m->layout->key(m, i, &k);
+    if ((p = rlock__req_keyroom(r, k.len)) != NULL)
+        key_write(&k, p);
 }
 
 void rlock__req_lock_arg(rlock__req *r, const rlock_mutex *m, int i)
 {
-    char k[RLOCK__KEY_MAX];
+    rlock__key k;
+    char *p;
 
-    rlock__req_argcopy(r, k, m->layout->key(m, i, k));
+    m->layout->key(m, i, &k);
+    if ((p = rlock__req_argroom(r, k.len)) != NULL)
+        key_write(&k, p);
 }
 
 char *rlock__lock_key_dup(const rlock_mutex *m, int i, const char *tail,
                           size_t len, size_t *out_len)
 {
-    char k[RLOCK__KEY_MAX], *d;
-    size_t n = m->layout->key(m, i, k);
+    rlock__key k;
+    char *d;
 
-    if ((d = malloc(n + len + 1)) != NULL) {
-        memcpy(d, k, n);
+    m->layout->key(m, i, &k);
+    if ((d = malloc(k.len + len + 1)) != NULL) {
+        key_write(&k, d);
         if (len)
-            memcpy(d + n, tail, len);
-        d[n + len] = '\0';
-        *out_len = n + len;
+            memcpy(d + k.len, tail, len);
+        d[k.len + len] = '\0';
+        *out_len = k.len + len;
     }
     return d;
 }
@@ -96,11 +122,16 @@ char *rlock__lock_key_dup(const rlock_mutex *m, int i, const char *tail,
 int rlock__lock_key_is(const rlock_mutex *m, int i, const char *tail,
                        size_t tail_len, const char *p, size_t len)
 {
-    char k[RLOCK__KEY_MAX];
-    size_t n = m->layout->key(m, i, k);
+    rlock__key k;
+    int j;
 
-    return len == n + tail_len && memcmp(p, k, n) == 0 &&
-           (!tail_len || memcmp(p + n, tail, tail_len) == 0);
+    m->layout->key(m, i, &k);
+    if (len != k.len + tail_len)
+        return 0;
+    for (j = 0; j < k.count; p += k.n[j++])
+        if (memcmp(p, k.p[j], k.n[j]) != 0)
+            return 0;
+    return !tail_len || memcmp(p, tail, tail_len) == 0;
 }
 
 void rlock__extend_req(const rlock__script *s, const rlock_mutex *m,

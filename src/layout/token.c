@@ -21,15 +21,14 @@
 
 /* The name as given (the peers' key), and the name with ":rlock-fence".
  * The client's key prefix is not used. */
-static size_t key(const rlock_mutex *m, int i, char out[RLOCK__KEY_MAX])
+static void key(const rlock_mutex *m, int i, rlock__key *k)
 {
     static const char fence[] = ":rlock-fence";
 
-    memcpy(out, m->name, m->name_len);
-    if (i != 1)
-        return m->name_len;
-    memcpy(out + m->name_len, fence, sizeof fence - 1);
-    return m->name_len + sizeof fence - 1;
+    rlock__key_init(k);
+    rlock__key_add(k, m->name, m->name_len);
+    if (i == 1)
+        rlock__key_add(k, fence, sizeof fence - 1);
 }
 
 /* "<client id>@<host>/<pid>:<owner number>.<nonce>": each hold writes
