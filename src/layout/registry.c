@@ -82,24 +82,26 @@ static void key_write(const rlock__key *k, char *out)
     }
 }
 
-void rlock__req_lock_key(rlock__req *r, const rlock_mutex *m, int i)
+/* Key i of m's lock written into the room that room gives in r. */
+static void req_put(rlock__req *r, const rlock_mutex *m, int i,
+                    char *(*room)(rlock__req *r, size_t len))
 {
     rlock__key k;
     char *p;
 
     m->layout->key(m, i, &k);
-    if ((p = rlock__req_keyroom(r, k.len)) != NULL)
+    if ((p = room(r, k.len)) != NULL)
         key_write(&k, p);
+}
+
+void rlock__req_lock_key(rlock__req *r, const rlock_mutex *m, int i)
+{
+    req_put(r, m, i, rlock__req_keyroom);
 }
 
 void rlock__req_lock_arg(rlock__req *r, const rlock_mutex *m, int i)
 {
-    rlock__key k;
-    char *p;
-
-    m->layout->key(m, i, &k);
-    if ((p = rlock__req_argroom(r, k.len)) != NULL)
-        key_write(&k, p);
+    req_put(r, m, i, rlock__req_argroom);
 }
 
 char *rlock__lock_key_dup(const rlock_mutex *m, int i, const char *tail,
