@@ -66,10 +66,28 @@ struct rlock__conn {
     char refused[160]; /* why a wrapper refused an object, or "" */
     char *out;         /* formatted commands not yet written */
     size_t out_len, out_off, out_cap;
-    redisReply **ready; /* complete replies: ready[head .. head+nready) */
+    /* Complete replies: ready[head .. head+nready), each with its place
+     * in the order the replies were asked for (a reply that came unasked,
+     * a pub/sub message, has UINT64_MAX). */
+    struct ready_reply {
+        redisReply *r;
+        uint64_t at;
+    } * ready;
     size_t head, nready, ready_cap;
     size_t expected; /* replies asked for, not complete yet */
-    size_t discard;  /* of the next ones to complete, how many to drop */
+    /* Replies asked for so far, and completed so far (their places run
+     * from 0 in the order they were asked for). */
+    uint64_t asked, completed;
+    /* Of the replies to come, those to drop (given up): places
+     * [from, to), ascending, apart, all at or after completed; discard
+     * counts them. */
+    struct drop_range {
+        uint64_t from, to;
+    } * drops;
+    size_t ndrops, drops_cap;
+    size_t discard;
+    uint64_t out_total; /* bytes ever queued */
+    uint64_t out_done;  /* bytes ever written */
     int sent;
     int fd_blocks;       /* O_NONBLOCK cleared for the blocking driver */
     int64_t rcvtimeo_ns; /* SO_RCVTIMEO as last set (0: never) */
@@ -615,8 +633,9 @@ void rlock__conn_close(rlock__conn *c)
     if (c->fd >= 0)
         close(c->fd);
     for (i = 0; i < c->nready; i++)
-        freeReplyObject(c->ready[c->head + i]);
+        freeReplyObject(c->ready[c->head + i].r);
     free(c->ready);
+    free(c->drops);
     free(c->out);
     if (c->reader)
         redisReaderFree(c->reader);
@@ -778,27 +797,104 @@ int rlock__conn_append(rlock__conn *c, int argc, const char **argv,
         *p++ = '\n';
     }
     c->out_len += len;
+    c->out_total += len;
     if (c->expected == 0 && c->nready == 0)
         c->sent = 0;
     c->expected++;
+    c->asked++;
     return RLOCK_OK;
 }
 
-static int push_ready(rlock__conn *c, redisReply *r)
+/* The array p of *cap elements of size bytes with twice the room (4 at
+ * first), *cap updated; NULL (p as it was) when out of memory. */
+static void *grow(void *p, size_t *cap, size_t size)
+{
+    size_t more = *cap ? *cap * 2 : 4;
+    void *g = realloc(p, more * size);
+
+    if (g)
+        *cap = more;
+    return g;
+}
+
+static int push_ready(rlock__conn *c, redisReply *r, uint64_t at)
 {
     if (c->head > 0 && c->head + c->nready == c->ready_cap) {
         memmove(c->ready, c->ready + c->head, c->nready * sizeof *c->ready);
         c->head = 0;
     }
     if (c->head + c->nready == c->ready_cap) {
-        size_t cap = c->ready_cap ? c->ready_cap * 2 : 4;
-        redisReply **grown = realloc(c->ready, cap * sizeof *grown);
-        if (!grown)
+        struct ready_reply *g = grow(c->ready, &c->ready_cap, sizeof *g);
+        if (!g)
             return RLOCK_ENOMEM;
-        c->ready = grown;
-        c->ready_cap = cap;
+        c->ready = g;
     }
-    c->ready[c->head + c->nready++] = r;
+    c->ready[c->head + c->nready].r = r;
+    c->ready[c->head + c->nready++].at = at;
+    return RLOCK_OK;
+}
+
+/* Whether the reply at place at, just completed, was given up: then it
+ * is dropped from the ranges (which start at or after it). */
+static int dropped(rlock__conn *c, uint64_t at)
+{
+    struct drop_range *d = c->drops;
+
+    if (c->ndrops == 0 || d->from != at)
+        return 0;
+    if (++d->from == d->to)
+        memmove(d, d + 1, --c->ndrops * sizeof *d);
+    c->discard--;
+    return 1;
+}
+
+/* Adds places [from, to) of replies still to come to those given up:
+ * only the ones not given up already are counted. RLOCK_OK, or
+ * RLOCK_ENOMEM (nothing changed). */
+static int drop_add(rlock__conn *c, uint64_t from, uint64_t to)
+{
+    size_t i = 0, k;
+
+    while (from < to) {
+        uint64_t end;
+
+        while (i < c->ndrops && c->drops[i].to <= from)
+            i++;
+        if (i < c->ndrops && c->drops[i].from <= from) {
+            from = c->drops[i].to; /* given up already */
+            continue;
+        }
+        end = i < c->ndrops && c->drops[i].from < to ? c->drops[i].from : to;
+        /* [from, end) is new: it joins a neighbour or goes in at i. */
+        if (i > 0 && c->drops[i - 1].to == from) {
+            c->drops[i - 1].to = end;
+        } else if (i < c->ndrops && c->drops[i].from == end) {
+            c->drops[i].from = from;
+        } else {
+            if (c->ndrops == c->drops_cap) {
+                struct drop_range *g = grow(c->drops, &c->drops_cap, sizeof *g);
+                if (!g)
+                    return RLOCK_ENOMEM;
+                c->drops = g;
+            }
+            memmove(c->drops + i + 1, c->drops + i,
+                    (c->ndrops - i) * sizeof *c->drops);
+            c->drops[i].from = from;
+            c->drops[i].to = end;
+            c->ndrops++;
+        }
+        c->discard += (size_t)(end - from);
+        /* Two ranges that now touch become one. */
+        for (k = i > 0 ? i - 1 : 0; k + 1 < c->ndrops; k++)
+            if (c->drops[k].to == c->drops[k + 1].from) {
+                c->drops[k].to = c->drops[k + 1].to;
+                memmove(c->drops + k + 1, c->drops + k + 2,
+                        (c->ndrops - k - 2) * sizeof *c->drops);
+                c->ndrops--;
+                break;
+            }
+        from = end;
+    }
     return RLOCK_OK;
 }
 
@@ -808,6 +904,7 @@ static int parse(rlock__conn *c)
     for (;;) {
         void *reply = NULL;
         size_t left;
+        uint64_t at;
 
         if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
             if (c->refused[0])
@@ -836,19 +933,20 @@ static int parse(rlock__conn *c)
                              "the server sent a reply nobody asked for");
             return c->err.code;
         }
+        at = UINT64_MAX;
         if (c->expected > 0) {
             c->expected--;
             if (c->roomy > 0)
                 c->roomy--;
             if (c->expected == 0)
                 c->answered_ns = rlock__net_now_ns();
+            at = c->completed++;
         }
-        if (c->discard > 0) {
-            c->discard--;
+        if (dropped(c, at)) {
             freeReplyObject(reply);
             continue;
         }
-        if (push_ready(c, reply) != RLOCK_OK) {
+        if (push_ready(c, reply, at) != RLOCK_OK) {
             freeReplyObject(reply);
             rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
             return c->err.code;
@@ -941,6 +1039,7 @@ static int step(rlock__conn *c, int read)
             break;
         }
         c->out_off += (size_t)n;
+        c->out_done += (uint64_t)n;
         c->sent = 1;
     }
     out_drained(c);
@@ -999,7 +1098,7 @@ int rlock__conn_take(rlock__conn *c, redisReply **out)
 {
     if (c->nready == 0)
         return 0;
-    *out = c->ready[c->head++];
+    *out = c->ready[c->head++].r;
     if (--c->nready == 0)
         c->head = 0;
     return 1;
@@ -1007,15 +1106,77 @@ int rlock__conn_take(rlock__conn *c, redisReply **out)
 
 void rlock__conn_discard(rlock__conn *c, size_t n)
 {
+    uint64_t from = c->completed;
+    size_t i;
+
     while (n > 0 && c->nready > 0) {
         redisReply *r = NULL;
         rlock__conn_take(c, &r);
         freeReplyObject(r);
         n--;
     }
-    if (n > c->expected - c->discard)
-        n = c->expected - c->discard;
-    c->discard += n;
+    /* The n oldest of those still to come that are not given up yet. */
+    while (n > 0 && from < c->asked) {
+        uint64_t end = c->asked;
+        for (i = 0; i < c->ndrops; i++) {
+            if (c->drops[i].from <= from && from < c->drops[i].to)
+                from = c->drops[i].to;
+            else if (c->drops[i].from > from && c->drops[i].from < end)
+                end = c->drops[i].from;
+        }
+        if (from >= end)
+            continue; /* (moved past a range: look again) */
+        if (end - from > n)
+            end = from + n;
+        if (drop_add(c, from, end) != RLOCK_OK) {
+            rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
+            return;
+        }
+        n -= (size_t)(end - from);
+        from = end;
+    }
+}
+
+void rlock__conn_mark(const rlock__conn *c, rlock__conn_mark_t *m)
+{
+    m->reply = c->asked;
+    m->byte = c->out_total;
+}
+
+int rlock__conn_sent_from(const rlock__conn *c, const rlock__conn_mark_t *m)
+{
+    return c->out_done > m->byte;
+}
+
+int rlock__conn_settled_at(const rlock__conn *c, const rlock__conn_mark_t *m,
+                           size_t want)
+{
+    return !c || c->err.code != 0 ||
+           (!c->handshaking && !c->connecting && c->nready >= want &&
+            (want == 0 || c->ready[c->head].at == m->reply));
+}
+
+void rlock__conn_drop(rlock__conn *c, const rlock__conn_mark_t *m, size_t n)
+{
+    uint64_t from = m->reply, to = m->reply + n;
+    size_t i, k = 0;
+
+    /* Those complete already leave the ready ones (wherever they are: a
+     * reply before them may not be taken yet). */
+    for (i = 0; i < c->nready; i++) {
+        struct ready_reply *r = &c->ready[c->head + i];
+        if (r->at >= from && r->at < to)
+            freeReplyObject(r->r);
+        else
+            c->ready[c->head + k++] = *r;
+    }
+    c->nready = k;
+    if (k == 0)
+        c->head = 0;
+    if (from < c->completed)
+        from = c->completed;
+    if (from < to && drop_add(c, from, to) != RLOCK_OK)
+        rlock__conn_fail(c, RLOCK_ENOMEM, "out of memory");
 }
 
 int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before)

@@ -165,6 +165,29 @@ size_t rlock__conn_expected(const rlock__conn *c);
  * serve the commands queued after them. */
 void rlock__conn_discard(rlock__conn *c, size_t n);
 
+/*
+ * A connection that carries several requests at once (one of an event
+ * loop's shared connections: each request's replies are its own, in the
+ * order asked): the mark is where the next command queued begins, its
+ * first reply's place among the replies asked for and its first byte's in
+ * what is written. A request marked before it queued its commands then
+ * knows whether any of them was written (sent_from: the server may have
+ * acted on it), whether its own replies are the next to take (settled_at:
+ * every reply before them taken or dropped, and want of them ready, or
+ * the connection broken), and gives them up wherever they are in the line
+ * (drop: freed if complete, else dropped when they come), so that the
+ * requests around it are served as if it had never been sent.
+ */
+typedef struct rlock__conn_mark_t {
+    uint64_t reply;
+    uint64_t byte;
+} rlock__conn_mark_t;
+void rlock__conn_mark(const rlock__conn *c, rlock__conn_mark_t *m);
+int rlock__conn_sent_from(const rlock__conn *c, const rlock__conn_mark_t *m);
+int rlock__conn_settled_at(const rlock__conn *c, const rlock__conn_mark_t *m,
+                           size_t want);
+void rlock__conn_drop(rlock__conn *c, const rlock__conn_mark_t *m, size_t n);
+
 /* Push mode, for a subscriber connection: replies may come that no
  * command asked for (pub/sub messages); each is kept for
  * rlock__conn_take. Without it, bytes that no command asked for break

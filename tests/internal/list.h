@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The tests of the library's interior (rlock_internal_tests), with their
  * time limits in seconds. */
+RT_TEST(a_shared_connection_serves_each_request_its_own_replies, 30)
+RT_TEST(a_shared_connections_line_matches_a_model_at_random, 60)
 RT_TEST(an_exchange_is_driven_by_readiness_and_never_blocks_the_loop, 30)
 RT_TEST(an_exchange_with_a_silent_server_ends_at_its_deadline, 30)
 RT_TEST(a_queued_leg_is_told_when_a_connection_comes_back, 30)
