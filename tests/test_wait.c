@@ -5,6 +5,8 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -559,5 +561,119 @@ TEST(a_waiter_reading_the_subscriber_gives_it_back_and_wakes_the_others)
     rlock_mutex_free(dy);
     rlock_client_close(c);
     rlock_client_close(d);
+    rt_server_stop(s);
+}
+
+/*
+ * Waiters that queued at the same moment refresh their places apart:
+ * each waits a random time between a quarter and a third of
+ * waiter_ttl_ms before its next refresh, rather than exactly a third, so
+ * that a burst of waiters does not become a burst of refreshes every
+ * third of the TTL for as long as they wait (10,000 waiters of one loop
+ * once kept a release from a connection that way). The refreshes are
+ * counted from the server's own command statistics, every few
+ * milliseconds: no short window holds most of them.
+ */
+#define SPREAD_WAITERS 24
+
+struct spread_arg {
+    rlock_client *c;
+    pthread_barrier_t *go;
+    int rc;
+};
+
+static void *spread_waiter(void *p)
+{
+    struct spread_arg *a = p;
+    int err;
+    rlock_mutex *m = rlock_mutex_new(a->c, "spread", NULL, &err);
+
+    pthread_barrier_wait(a->go);
+    a->rc = m ? rlock_mutex_timedlock(m, 3400) : err;
+    rlock_mutex_free(m);
+    return NULL;
+}
+
+/* Calls of EVALSHA and EVAL so far. */
+static long long script_calls(rt_server *s)
+{
+    redisReply *r = rt_cmd(s, "INFO commandstats");
+    long long n = 0;
+    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        const char *p =
+            r->type == REDIS_REPLY_STRING ? strstr(r->str, names[i]) : NULL;
+        if (p)
+            n += atoll(p + strlen(names[i]));
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+TEST(waiters_that_queued_together_refresh_their_places_apart)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts o;
+    rlock_mutex_opts mo;
+    rlock_client *holder_c, *c;
+    rlock_mutex *holder;
+    pthread_t th[SPREAD_WAITERS];
+    struct spread_arg args[SPREAD_WAITERS];
+    pthread_barrier_t go;
+    static long long calls[1000];
+    static int64_t at[1000];
+    int i, k, n = 0, worst = 0;
+    int64_t t0;
+
+    rlock_client_opts_init(&o);
+    holder_c = rt_client(rt_server_url(s), &o);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 60000; /* no renewal while the test watches */
+    holder = rlock_mutex_new(holder_c, "spread", &mo, NULL);
+    CHECK_RC(rlock_mutex_lock(holder), RLOCK_OK);
+    o.waiter_ttl_ms = 2400; /* a refresh every 600 to 800 ms */
+    o.max_connections = SPREAD_WAITERS;
+    c = rt_client(rt_server_url(s), &o);
+    pthread_barrier_init(&go, NULL, SPREAD_WAITERS + 1);
+    for (i = 0; i < SPREAD_WAITERS; i++) {
+        args[i].c = c;
+        args[i].go = &go;
+        args[i].rc = -1;
+        CHECK(pthread_create(&th[i], NULL, spread_waiter, &args[i]) == 0);
+    }
+    pthread_barrier_wait(&go);
+    t0 = mono_us();
+    /* Sampled until the waiters give up (3.4 s): refreshes at about 0.7,
+     * 1.4, 2.1 and 2.8 s, each of the 24 waiters once in each. */
+    while (n < 1000 && mono_us() - t0 < 3300000) {
+        calls[n] = script_calls(s);
+        at[n++] = mono_us() - t0;
+        usleep(5000);
+    }
+    for (i = 0; i < SPREAD_WAITERS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_RC(args[i].rc, RLOCK_ETIMEDOUT);
+    }
+    /* After the first attempts (the first 400 ms), the most script
+     * calls in any 40 ms: with refreshes every exact third, a window
+     * holds all 24 of a round (waiters that started within a few ms of
+     * each other); spread over 200 ms, a handful. */
+    for (i = 0; i < n; i++) {
+        if (at[i] < 400000)
+            continue;
+        for (k = i; k < n && at[k] - at[i] <= 40000; k++)
+            ;
+        if (calls[k - 1] - calls[i] > worst)
+            worst = (int)(calls[k - 1] - calls[i]);
+    }
+    printf("most script calls in 40 ms: %d of %d waiters (%d samples)\n", worst,
+           SPREAD_WAITERS, n);
+    CHECK_INT(worst, <=, 3 * SPREAD_WAITERS / 4);
+    pthread_barrier_destroy(&go);
+    rlock_mutex_free(holder);
+    rlock_client_close(c);
+    rlock_client_close(holder_c);
     rt_server_stop(s);
 }

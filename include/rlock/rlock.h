@@ -188,7 +188,8 @@ typedef struct rlock_client_opts {
     int64_t watchdog_lease_ms;
 
     /* How long a waiter keeps its place in a lock's queue without touching
-     * it. A waiting thread refreshes its place every third of this; a waiter
+     * it. A waiting thread refreshes its place after a quarter to a third of
+     * this, at random (waiters that queued together refresh apart); a waiter
      * that died keeps the queue blocked for at most this long. Default
      * 5000 ms. Must be >= 30. */
     int64_t waiter_ttl_ms;
@@ -618,7 +619,7 @@ RLOCK_API int rlock_mutex_timedlock(rlock_mutex *m, int64_t wait_ms);
  * not call again) but the waiter it was handed to, or the peers' waiters,
  * could not be notified (an ACL user without PUBLISH; the message gives
  * Redis's words): they take the lock when their own timers wake them (at
- * most the waiter's keep-alive, waiter_ttl_ms / 3, or their backoff);
+ * most the waiter's keep-alive, at most waiter_ttl_ms / 3, or their backoff);
  * RLOCK_EIO / RLOCK_ENOREPLY / RLOCK_EREDIS / RLOCK_EPROTO (the hold is
  * kept, call again). Returns within command_timeout_ms of its start;
  * RLOCK_ELOST without a round trip once the hold's lease, as this client

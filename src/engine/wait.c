@@ -209,7 +209,14 @@ static step after_failover_step(wait *s)
 static step after_attempt(wait *s, int rc, uint64_t old_nonce)
 {
     rlock_client *c = s->m->c;
-    int64_t now, sleep_ms, keepalive_ms = c->opts.waiter_ttl_ms / 3;
+    /* A place is refreshed after a quarter to a third of its TTL, at
+     * random: waiters that queued together (a burst, a loop's many at
+     * once) refresh apart rather than together at every third for as long
+     * as they wait, and a release among them does not queue behind a wave
+     * of refreshes for the connections. */
+    int64_t now, sleep_ms,
+        keepalive_ms =
+            rlock__jitter(c->opts.waiter_ttl_ms / 4, c->opts.waiter_ttl_ms / 3);
 
     s->attempted = 1;
     if (s->nonce != old_nonce)
