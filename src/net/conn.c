@@ -850,14 +850,18 @@ static int dropped(rlock__conn *c, uint64_t at)
 
 /* Adds places [from, to) of replies still to come to those given up:
  * only the ones not given up already are counted. RLOCK_OK, or
- * RLOCK_ENOMEM (nothing changed). */
+ * RLOCK_ENOMEM (the places before the one that found no room are given
+ * up: the caller fails the connection). */
 static int drop_add(rlock__conn *c, uint64_t from, uint64_t to)
 {
-    size_t i = 0, k;
+    size_t i, k;
 
     while (from < to) {
         uint64_t end;
 
+        /* From the first range each pass: a piece that joined two ranges
+         * moved the one that held from's next place. (A handful.) */
+        i = 0;
         while (i < c->ndrops && c->drops[i].to <= from)
             i++;
         if (i < c->ndrops && c->drops[i].from <= from) {

@@ -40,6 +40,16 @@ static void echo(rlock__conn *c, rlock__conn_mark_t *m, const char *word)
     CHECK_RC(rlock__conn_append(c, 2, argv, NULL), RLOCK_OK);
 }
 
+/* Queues ECHO w[i], marked in m[i], for i in [0, n). */
+static void echoes(rlock__conn *c, rlock__conn_mark_t *m, const char *const *w,
+                   int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        echo(c, &m[i], w[i]);
+}
+
 /* Drives c until the server answered everything written to it. */
 static void answered(rlock__conn *c)
 {
@@ -130,15 +140,32 @@ TEST(a_shared_connection_serves_each_request_its_own_replies)
     CHECK(rlock__conn_settled_at(c, &f, 1));
     takes(c, "f");
 
+    /* A span given up across ranges given up before (a gap, a range, a
+     * gap, a range) counts each place once. */
+    {
+        rlock__conn_mark_t m[4];
+        static const char *const w[4] = {"a", "b", "c", "d"};
+        echoes(c, m, w, 4);
+        rlock__conn_drop(c, &m[1], 1);
+        rlock__conn_drop(c, &m[3], 1);
+        rlock__conn_drop(c, &m[0], 4);
+        CHECK_INT(rlock__conn_pending(c), ==, 0);
+        echo(c, &e, "e");
+        echo(c, &f, "f");
+        rlock__conn_drop(c, &e, 1);
+        answered(c);
+        CHECK_INT(rlock__conn_ready(c), ==, 1);
+        CHECK(rlock__conn_settled_at(c, &f, 1));
+        takes(c, "f");
+    }
+
     /* Ranges given up out of order, touching and apart, are each dropped
      * once: of ten replies, the 2nd, 3rd, 4th, 6th and 8th go. */
     {
         rlock__conn_mark_t m[10];
-        static const char *w[10] = {"0", "1", "2", "3", "4",
-                                    "5", "6", "7", "8", "9"};
-        int i;
-        for (i = 0; i < 10; i++)
-            echo(c, &m[i], w[i]);
+        static const char *const w[10] = {"0", "1", "2", "3", "4",
+                                          "5", "6", "7", "8", "9"};
+        echoes(c, m, w, 10);
         rlock__conn_drop(c, &m[3], 1);
         rlock__conn_drop(c, &m[1], 1);
         rlock__conn_drop(c, &m[7], 1);
@@ -196,14 +223,22 @@ TEST(a_shared_connections_line_matches_a_model_at_random)
             }
             nreq++;
         } else if (what < 6 && nreq > 0) { /* one gives up */
-            int r = (int)(rand_r(&seed) % (unsigned)nreq);
-            for (k = 0; k < count[r]; k++)
+            /* (Among the last few: the older ones are taken.) */
+            int r = nreq - 1 - (int)(rand_r(&seed) % (nreq < 8 ? nreq : 8)),
+                span = count[r];
+            /* Now and then a span of this request and up to three after
+             * it (a caller that gives up more than one request's replies,
+             * across places given up before). */
+            if (rand_r(&seed) % 3 == 0)
+                for (k = 1; k <= 3 && r + k < nreq; k++)
+                    span += count[r + k];
+            for (k = 0; k < span; k++)
                 if (state[first[r] + k] == M_TAKEN)
                     break;
-            if (k < count[r])
+            if (k < span)
                 continue; /* begun: not given up any more */
-            rlock__conn_drop(c, &marks[r], (size_t)count[r]);
-            for (k = 0; k < count[r]; k++)
+            rlock__conn_drop(c, &marks[r], (size_t)span);
+            for (k = 0; k < span; k++)
                 state[first[r] + k] = M_DROPPED;
         } else if (what == 6) { /* the oldest pending, given up */
             int n = (int)(rand_r(&seed) % 3);
