@@ -1073,3 +1073,129 @@ TEST(async_a_call_ended_from_outside_may_free_or_close_in_its_callback)
     CHECK_INT(p.cleanups, ==, 1);
     rt_server_stop(s);
 }
+
+/* Turns p until every one of n callbacks came (or ms pass). */
+static void al_until_all(rt_aloop *p, seen *v, int n, int64_t ms)
+{
+    int64_t until = rt_now_ms() + ms;
+    int i;
+
+    for (;;) {
+        for (i = 0; i < n && v[i].calls > 0; i++)
+            ;
+        if (i == n || rt_now_ms() > until)
+            return;
+        rt_al_turn(p);
+    }
+}
+
+#define SHARE_N 48
+
+/*
+ * A loop's requests share a node's busy connections: with room for two
+ * connections and 48 locks asked at once through a path that takes
+ * 100 ms each way, the locks are all taken in a few round trips (each
+ * after the one before it on its connection would take some 4.8 s: the
+ * bound is half that), and
+ * the server sees no more connections than that room. Then a request
+ * given up in the middle of a shared line: its neighbours, asked before
+ * and after it on the one connection, are answered as if it had never
+ * been sent; the canceled one's attempt, which ran, is undone behind it;
+ * nothing else changes.
+ */
+TEST(async_requests_share_a_busy_nodes_connections)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_async *a;
+    rt_aloop p_share;
+    rlock_async_mutex *m[SHARE_N];
+    seen v[SHARE_N];
+    char name[64];
+    int64_t t0, took;
+    long before;
+    int i, err;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 2;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p_share, a);
+    for (i = 0; i < SHARE_N; i++) {
+        snprintf(name, sizeof name, "as-share-%d", i);
+        CHECK((m[i] = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+    }
+    /* Both connections open, and back in the pool. */
+    CHECK_RC(al_lock(&p_share, m[0], 0, NULL), RLOCK_OK);
+    CHECK_RC(al_unlock(&p_share, m[0]), RLOCK_OK);
+    before = rt_proxy_accepted(px);
+    rt_proxy_set_delay(px, 100, 100);
+    memset(v, 0, sizeof v);
+    t0 = rt_now_ms();
+    for (i = 0; i < SHARE_N; i++)
+        CHECK_RC(rlock_async_lock(m[i], 0, lock_cb, &v[i]), RLOCK_OK);
+    al_until_all(&p_share, v, SHARE_N, 20000);
+    took = rt_now_ms() - t0;
+    for (i = 0; i < SHARE_N; i++) {
+        CHECK_INT(v[i].calls, ==, 1);
+        CHECK_RC(v[i].status, RLOCK_OK);
+        snprintf(name, sizeof name, "as-share-%d", i);
+        CHECK_INT(rt_lock_count(s, name), ==, 1);
+    }
+    CHECK_INT(took, <, 2400);
+    CHECK_INT(rt_proxy_accepted(px) - before, <=, 1);
+    memset(v, 0, sizeof v);
+    for (i = 0; i < SHARE_N; i++)
+        CHECK_RC(rlock_async_unlock(m[i], done_cb, &v[i]), RLOCK_OK);
+    al_until_all(&p_share, v, SHARE_N, 20000);
+    for (i = 0; i < SHARE_N; i++) {
+        CHECK_INT(v[i].calls, ==, 1);
+        CHECK_RC(v[i].status, RLOCK_OK);
+        snprintf(name, sizeof name, "as-share-%d", i);
+        CHECK_INT(rt_lock_count(s, name), ==, 0);
+    }
+
+    /* Given up in the middle: replies held back, the middle one of
+     * three on a connection is canceled. */
+    rt_proxy_set_delay(px, 0, 0);
+    rt_proxy_blackhole(px, RT_PROXY_TO_CLIENT);
+    memset(v, 0, sizeof v);
+    for (i = 0; i < 6; i++)
+        CHECK_RC(rlock_async_lock(m[i], 0, lock_cb, &v[i]), RLOCK_OK);
+    rt_al_for(&p_share, 300);
+    for (i = 0; i < 6; i++) {
+        CHECK_INT(v[i].calls, ==, 0);
+        snprintf(name, sizeof name, "as-share-%d", i);
+        CHECK_INT(rt_lock_count(s, name), ==, 1); /* they ran */
+    }
+    CHECK_RC(rlock_async_cancel(m[2]), RLOCK_OK);
+    CHECK_INT(v[2].calls, ==, 1);
+    CHECK_RC(v[2].status, RLOCK_ECANCELED);
+    rt_proxy_blackhole(px, 0);
+    al_until_all(&p_share, v, 6, 10000);
+    for (i = 0; i < 6; i++) {
+        CHECK_INT(v[i].calls, ==, 1);
+        if (i != 2)
+            CHECK_RC(v[i].status, RLOCK_OK);
+    }
+    /* The canceled attempt is undone (its lease is 30 s). */
+    t0 = rt_now_ms();
+    while (rt_lock_count(s, "as-share-2") != 0 && rt_now_ms() - t0 < 8000)
+        rt_al_turn(&p_share);
+    CHECK_INT(rt_lock_count(s, "as-share-2"), ==, 0);
+    for (i = 0; i < 6; i++) {
+        if (i == 2)
+            continue;
+        snprintf(name, sizeof name, "as-share-%d", i);
+        CHECK_INT(rt_lock_count(s, name), ==, 1);
+        CHECK_RC(al_unlock(&p_share, m[i]), RLOCK_OK);
+        CHECK_INT(rt_lock_count(s, name), ==, 0);
+    }
+    CHECK_INT(rt_proxy_accepted(px), <=, 3);
+    CHECK_INT(p_share.longest_ms, <, 500);
+    for (i = 0; i < SHARE_N; i++)
+        rlock_async_mutex_free(m[i]);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}

@@ -228,6 +228,13 @@ void rlock__bexec_start(rlock__bexec *b, rlock_client *c, const rlock__req *req,
  * a pause until *until_ns; or 0: done. */
 int rlock__bexec_round(rlock__bexec *b, rlock__conn **conns, size_t *want,
                        int *n, int64_t *until_ns);
+/* Whether conns[i] of the round has its want replies for b (or broke):
+ * rlock__xchg_settled, for a connection that b may share with other
+ * requests (RLOCK__X_NOWAIT). 1 in a pause. */
+int rlock__bexec_settled(const rlock__bexec *b, int i, size_t want);
+/* conns[i] of the round gives up on b's behalf (a cancel):
+ * rlock__xchg_fail. */
+void rlock__bexec_fail(rlock__bexec *b, int i, int code, const char *why);
 /* The round was driven (or the pause is over). */
 void rlock__bexec_after(rlock__bexec *b);
 /* After rlock__bexec_start: fn(arg) is called when one of b's legs that
@@ -237,8 +244,9 @@ void rlock__bexec_after(rlock__bexec *b);
 void rlock__bexec_on_served(rlock__bexec *b, void (*fn)(void *arg), void *arg);
 
 /* Ends b at once, on a driver's cancel, after its round's connections
- * were failed (they are closed, not pooled: what they carried may still
- * run, as a request whose reply never came). Returns 1 if b->res holds
+ * were failed (rlock__bexec_fail: closed, not pooled, or on a shared one
+ * the replies given up; what they carried may still run, as a request
+ * whose reply never came). Returns 1 if b->res holds
  * the results (every node's failure), 0 if it holds none yet (b paused
  * between exchanges): the caller fills it. */
 int rlock__bexec_abort(rlock__bexec *b);

@@ -103,6 +103,17 @@ void rlock__bexec_after(rlock__bexec *b)
         b->stage = BX_ROUTE;
 }
 
+int rlock__bexec_settled(const rlock__bexec *b, int i, size_t want)
+{
+    return b->stage != BX_XCHG || rlock__xchg_settled(&b->x, i, want);
+}
+
+void rlock__bexec_fail(rlock__bexec *b, int i, int code, const char *why)
+{
+    if (b->stage == BX_XCHG)
+        rlock__xchg_fail(&b->x, i, code, why);
+}
+
 void rlock__bexec_unpool(rlock__bexec *b)
 {
     if (b->stage == BX_XCHG)
@@ -127,8 +138,8 @@ int rlock__bexec_abort(rlock__bexec *b)
                 break;
             }
             for (i = 0; i < b->x.n; i++)
-                if (conns[i] && !rlock__conn_settled(conns[i], want[i]))
-                    rlock__conn_fail(conns[i], RLOCK_ECANCELED,
+                if (conns[i] && !rlock__xchg_settled(&b->x, i, want[i]))
+                    rlock__xchg_fail(&b->x, i, RLOCK_ECANCELED,
                                      "the call was canceled");
             rlock__xchg_after(&b->x);
         }

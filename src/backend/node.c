@@ -71,6 +71,27 @@ typedef struct owing {
     int retired; /* of an address the node left: not counted in nopen */
 } owing;
 
+/* Most legs on one shared connection at once. */
+#define SHARE_MAX 32
+/* Busy shared connections after which a leg joins one rather than take
+ * another: few connections, each carrying many requests, is what makes
+ * Redis answer many in one system call (rlock-bench async's chains). */
+#define SHARE_AFTER 2
+
+/* A connection that legs of a loop's requests share (RLOCK__X_NOWAIT). */
+typedef struct shared {
+    rlock__conn *conn;
+    unsigned gen; /* the node's when it was taken */
+    int users;    /* legs on it now */
+    int open;     /* its handshake was answered: other legs may join */
+    int broken;   /* a leg saw it fail: nobody joins, it closes at the end */
+    /* A leg gave its replies up: they are still to come, and an undo of
+     * what it asked goes behind them (as behind an owing connection). */
+    int gave_up;
+    int undos;
+    uint64_t tags[OWING_TAGS];
+} shared;
+
 typedef struct idle_conn {
     rlock__conn *conn;
     int64_t since; /* back in the pool at */
@@ -93,6 +114,8 @@ struct rlock__node {
     struct rlock__xleg *pq_head, *pq_tail;
     owing *owing; /* room for twice max_connections: as many retired */
     int nowing;
+    shared *shared; /* taken by loop's legs (room for max_connections) */
+    int nshared;
     unsigned gen;  /* bumped when the node moves or drains: connections of
                       an older generation are closed when they come back */
     int loaded;    /* the scripts are known to be loaded (atomic) */
@@ -138,11 +161,14 @@ int rlock__node_new(const rlock__node_cfg *cfg, const char *host, int port,
     n->path = path ? strdup(path) : NULL;
     n->idle = calloc((size_t)max, sizeof *n->idle);
     n->owing = calloc(2 * (size_t)max, sizeof *n->owing);
-    if ((host && !n->host) || (path && !n->path) || !n->idle || !n->owing) {
+    n->shared = calloc((size_t)max, sizeof *n->shared);
+    if ((host && !n->host) || (path && !n->path) || !n->idle || !n->owing ||
+        !n->shared) {
         free(n->host);
         free(n->path);
         free(n->idle);
         free(n->owing);
+        free(n->shared);
         free(n);
         return RLOCK_ENOMEM;
     }
@@ -180,6 +206,7 @@ void rlock__node_free(rlock__node *n)
     pthread_cond_destroy(&n->cv);
     free(n->idle);
     free(n->owing);
+    free(n->shared);
     free(n->host);
     free(n->path);
     free(n);
@@ -193,6 +220,7 @@ void rlock__node_after_fork(rlock__node *n)
     init_sync(n);
     close_all(n);
     n->nopen = 0;
+    n->nshared = 0; /* (the parent's loop's: not the child's) */
 }
 
 void rlock__node_fork_hold(rlock__node *n, int take)
@@ -544,19 +572,29 @@ static void pq_leave(rlock__node *n, rlock__xleg *l)
 }
 
 /* As pool_take, for leg l of a driver that must not block: 1 (an idle
- * connection) or 0 (room to open one) when it is l's turn, else -1 and l
- * waits in the queue. */
+ * connection) or 0 (room to open one) when it is l's turn, 2 when l
+ * joined a shared connection (l->conn) instead, else -1 and l waits in
+ * the queue. */
+static int share_join(rlock__node *n, rlock__xleg *l);
+
 static int pool_take_queued(rlock__node *n, rlock__xleg *l, rlock__conn **out)
 {
     int got;
 
     /* A node that does not wait for a connection (Redlock's: a busy node
      * fails the request at once) queues nobody. */
-    if (!n->cfg->wait_for_connection)
-        return pool_take(n, out);
+    if (!l->pooled && n->nshared >= SHARE_AFTER && share_join(n, l))
+        return 2;
+    if (!n->cfg->wait_for_connection) {
+        if ((got = pool_take(n, out)) < 0 && share_join(n, l))
+            return 2;
+        return got;
+    }
     if (!l->pooled) {
         if (!n->pq_head && (got = pool_take(n, out)) >= 0)
             return got;
+        if (share_join(n, l))
+            return 2;
         l->pooled = l->queued = 1;
         l->pq_next = NULL;
         if (n->pq_tail)
@@ -585,6 +623,10 @@ static int pool_take_queued(rlock__node *n, rlock__xleg *l, rlock__conn **out)
         l->pooled = 0;
         return 0;
     }
+    if (share_join(n, l)) {
+        pq_leave(n, l);
+        return 2;
+    }
     return -1;
 }
 
@@ -612,7 +654,7 @@ static int pool_wait(rlock__node *n, rlock__conn **out, int64_t deadline_ns)
  * retired connections than max_connections), the oldest retired one is
  * closed: what was queued on it was written in order already, only its
  * answers are not read. */
-static void owe(rlock__node *n, rlock__conn *c, unsigned gen)
+static owing *owe(rlock__node *n, rlock__conn *c, unsigned gen)
 {
     int i, oldest = -1;
     owing *o;
@@ -635,6 +677,114 @@ static void owe(rlock__node *n, rlock__conn *c, unsigned gen)
         n->nopen--;
         pthread_cond_signal(&n->cv);
     }
+    return o;
+}
+
+/*
+ * Shared connections. An event loop's requests (RLOCK__X_NOWAIT) share
+ * the node's connections: once SHARE_AFTER of them carry the loop's
+ * requests, or when none is idle and there is no room to open one, a leg
+ * joins the busy connection with the fewest legs (fewer than SHARE_MAX)
+ * instead, and its commands go out behind theirs. Redis then reads and answers
+ * many requests in one system call each way, as it does for an async client's
+ * one connection; with a connection for each request in flight it made a read
+ * and a write for every one, and that, not the client, bounded a loop's
+ * throughput.
+ *
+ * Each leg marks where its commands begin (rlock__conn_mark): it takes
+ * its replies only when they are next in line, counts as sent only what
+ * of its own went out, and a leg that gives up (its deadline, a cancel)
+ * gives up its own replies where they stand, so that the legs around it
+ * are served as if it had never asked. Its request may still run: its
+ * bytes are in the line (or went), so it counts as sent, and an undo of
+ * it goes behind it on that connection (queue_behind), never ahead of it
+ * on another. The last leg to leave gives the connection back; one that
+ * still owes replies given up is kept as owing; one that broke closes.
+ *
+ * Only connections that answered their handshake are joined, and only
+ * healthy ones of the node's present address; one that broke takes no
+ * one and tells its failure once. All of it runs under mu; a shared
+ * connection is driven by its loop's thread alone.
+ */
+static shared *share_find(rlock__node *n, const rlock__conn *c)
+{
+    int i;
+
+    for (i = 0; i < n->nshared; i++)
+        if (n->shared[i].conn == c)
+            return &n->shared[i];
+    return NULL;
+}
+
+/* l, which took c (in generation gen), shares it from now on; open: its
+ * handshake is done (mu held). */
+static void share_add(rlock__node *n, rlock__xleg *l, int open)
+{
+    shared *e;
+
+    if (n->nshared >= n->cfg->max_connections)
+        return; /* (cannot be: every shared one is counted in nopen) */
+    e = &n->shared[n->nshared++];
+    memset(e, 0, sizeof *e);
+    e->conn = l->conn;
+    e->gen = l->gen;
+    e->users = 1;
+    e->open = open;
+    l->shared = 1;
+}
+
+/* l joins the busy connection with the fewest legs, if one may be
+ * joined: 1 and l->conn (mu held). */
+static int share_join(rlock__node *n, rlock__xleg *l)
+{
+    shared *best = NULL;
+    int i;
+
+    for (i = 0; i < n->nshared; i++) {
+        shared *e = &n->shared[i];
+        if (!e->open || e->broken || e->gave_up || e->gen != n->gen ||
+            e->users >= SHARE_MAX || rlock__conn_error(e->conn)->code != 0 ||
+            !rlock__conn_up(e->conn))
+            continue;
+        if (!best || e->users < best->users)
+            best = e;
+    }
+    if (!best)
+        return 0;
+    best->users++;
+    l->conn = best->conn;
+    l->gen = best->gen;
+    l->shared = 1;
+    l->fresh = 0;
+    l->hs = 0;
+    return 1;
+}
+
+/* l leaves its shared connection (mu held); broken: l found it unusable.
+ * The last leg gives it back, or keeps it owing what was given up. */
+static void share_leave(rlock__node *n, rlock__xleg *l, int broken)
+{
+    shared *e = share_find(n, l->conn);
+    shared gone;
+    owing *o;
+
+    l->conn = NULL;
+    l->shared = 0;
+    if (!e)
+        return; /* (cannot be) */
+    e->broken |= broken;
+    if (--e->users > 0)
+        return;
+    gone = *e;
+    *e = n->shared[--n->nshared];
+    if (!gone.broken && rlock__conn_error(gone.conn)->code == 0 &&
+        rlock__conn_expected(gone.conn) > 0) {
+        o = owe(n, gone.conn, gone.gen);
+        o->undos = gone.undos;
+        memcpy(o->tags, gone.tags, sizeof o->tags);
+        return;
+    }
+    give_back(n, gone.conn, gone.broken || gone.gen != n->gen);
 }
 
 /* ---- new connections ---------------------------------------------------- */
@@ -797,6 +947,10 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
     for (;;) {
         got = nowait ? pool_take_queued(n, l, &l->conn)
                      : pool_wait(n, &l->conn, deadline_ns);
+        if (got == 2) {
+            pthread_mutex_unlock(&n->mu); /* joined a shared one */
+            return RLOCK_OK;
+        }
         l->gen = n->gen;
         if (got <= 0)
             break;
@@ -805,8 +959,14 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
          * lock made them queue behind each other on every request. */
         pthread_mutex_unlock(&n->mu);
         if (rlock__conn_idle_ok(
-                l->conn, __atomic_load_n(&n->failed_at, __ATOMIC_RELAXED)))
+                l->conn, __atomic_load_n(&n->failed_at, __ATOMIC_RELAXED))) {
+            if (nowait) {
+                pthread_mutex_lock(&n->mu);
+                share_add(n, l, 1);
+                pthread_mutex_unlock(&n->mu);
+            }
             return RLOCK_OK;
+        }
         conn_failed(n, RLOCK_EIO,
                     "an idle connection was closed by the server or the "
                     "network");
@@ -837,7 +997,14 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
     rc = rlock__conn_start(&ep, &l->conn, &ne);
     if (rc == RLOCK_OK) {
         l->fresh = 1;
+        rlock__conn_mark(l->conn, &l->at); /* its replies begin with the
+                                              handshake's */
         l->hs = handshake_queue(n, l->conn, &res->err);
+        if (l->hs >= 0 && nowait) {
+            pthread_mutex_lock(&n->mu);
+            share_add(n, l, 0); /* joined once it answered */
+            pthread_mutex_unlock(&n->mu);
+        }
         if (l->hs >= 0)
             return RLOCK_OK;
         rc = l->hs;
@@ -901,6 +1068,9 @@ static int leg_queue(leg *l, const rlock__req *req, int asking, int body,
     l->asking = asking;
     l->waiting = req->replicas > 0;
     l->multi = rlock__req_commands(req);
+    if (!l->fresh)
+        rlock__conn_mark(l->conn, &l->at); /* (a new one's: before its
+                                               handshake) */
     if (asking)
         rc = rlock__conn_append(l->conn, 1, asking_argv, NULL);
     /* (ASKING holds for the next command only. A pipeline goes behind it
@@ -936,9 +1106,77 @@ static void leg_done(leg *l, int broken)
     rlock__node *n = l->node;
 
     pthread_mutex_lock(&n->mu);
-    give_back(n, l->conn, broken || l->gen != n->gen);
+    if (l->shared)
+        share_leave(n, l, broken);
+    else
+        give_back(n, l->conn, broken || l->gen != n->gen);
     pthread_mutex_unlock(&n->mu);
     l->conn = NULL;
+}
+
+/* Whether l's connection is shared with other legs now (mu taken). */
+static int shared_with_others(leg *l)
+{
+    shared *e;
+    int others;
+
+    if (!l->shared)
+        return 0;
+    pthread_mutex_lock(&l->node->mu);
+    e = share_find(l->node, l->conn);
+    others = e && e->users > 1;
+    pthread_mutex_unlock(&l->node->mu);
+    return others;
+}
+
+/* Whether another leg saw l's shared connection break already (mu
+ * taken). */
+static int shared_broken(leg *l)
+{
+    shared *e;
+    int broken;
+
+    if (!l->shared)
+        return 0;
+    pthread_mutex_lock(&l->node->mu);
+    e = share_find(l->node, l->conn);
+    broken = e && e->broken;
+    if (e)
+        e->broken = 1;
+    pthread_mutex_unlock(&l->node->mu);
+    return broken;
+}
+
+/* l's new connection answered its handshake: other legs may join it
+ * (mu taken). */
+static void share_open(leg *l)
+{
+    shared *e;
+
+    if (!l->shared)
+        return;
+    pthread_mutex_lock(&l->node->mu);
+    if ((e = share_find(l->node, l->conn)) != NULL)
+        e->open = 1;
+    pthread_mutex_unlock(&l->node->mu);
+}
+
+/* l gives its replies up where they stand and leaves its shared
+ * connection to the others, which go on: what it queued is in the line
+ * (or went), so its request counts as sent, and an undo of it goes
+ * behind it there (mu taken). */
+static void leg_give_up(leg *l, rlock__result *res)
+{
+    rlock__node *n = l->node;
+    shared *e;
+
+    res->sent = 1;
+    pthread_mutex_lock(&n->mu);
+    rlock__conn_drop(l->conn, &l->at, l->want);
+    if ((e = share_find(n, l->conn)) != NULL)
+        e->gave_up = 1;
+    share_leave(n, l, 0);
+    pthread_mutex_unlock(&n->mu);
 }
 
 /* A leg whose replies did not all come in time: the node failed this
@@ -948,7 +1186,7 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
     rlock__node *n = l->node;
     int ms = budget_ms;
 
-    res->sent = res->sent || rlock__conn_sent(l->conn);
+    res->sent = res->sent || rlock__conn_sent_from(l->conn, &l->at);
     if (l->fresh && (!rlock__conn_up(l->conn) ||
                      rlock__conn_ready(l->conn) < (size_t)l->hs))
         rlock__err_set(
@@ -960,9 +1198,17 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
                        "%s: no reply from %s within %d ms",
                        l->retried ? "script" : "request", n->where, ms);
     conn_failed(n, RLOCK_ENOREPLY, res->err.msg);
+    if (shared_with_others(l)) {
+        leg_give_up(l, res);
+        return;
+    }
     /* Nothing written, nothing owed: the connection just goes. */
-    if (!rlock__conn_sent(l->conn)) {
+    if (!rlock__conn_sent_from(l->conn, &l->at)) {
         leg_done(l, 1);
+        return;
+    }
+    if (l->shared) {
+        leg_give_up(l, res); /* (the last leg: kept owing) */
         return;
     }
     pthread_mutex_lock(&n->mu);
@@ -1014,7 +1260,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
     int rc;
 
     if (rlock__conn_error(c)->code != 0) {
-        res->sent = res->sent || rlock__conn_sent(c);
+        res->sent = res->sent || rlock__conn_sent_from(c, &l->at);
         rc = net_error(n, rlock__conn_error(c),
                        l->fresh && l->hs > 0 && !res->sent ? "connecting"
                                                            : "request",
@@ -1025,11 +1271,13 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
                                 "cannot connect to %s: %s", n->where,
                                 rlock__conn_error(c)->msg);
         res->rc = rc;
-        conn_failed(n, rc, res->err.msg);
+        /* (Told once for a connection, by the first of its legs.) */
+        if (!shared_broken(l))
+            conn_failed(n, rc, res->err.msg);
         leg_done(l, 1);
         return 0;
     }
-    if (rlock__conn_ready(c) < l->want) {
+    if (!rlock__conn_settled_at(c, &l->at, l->want)) {
         leg_owes(l, budget_ms, res);
         return 0;
     }
@@ -1046,6 +1294,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
             leg_done(l, 1);
             return 0;
         }
+        share_open(l);
     }
     l->peer = rlock__conn_peer(c);
     if (l->asking) {
@@ -1094,7 +1343,8 @@ static void leg_connected(leg *l, rlock__result *res)
     rlock__conn *c = l->conn;
     redisReply *pong = NULL;
 
-    if (rlock__conn_error(c)->code == 0 && rlock__conn_ready(c) < l->want)
+    if (rlock__conn_error(c)->code == 0 &&
+        !rlock__conn_settled_at(c, &l->at, l->want))
         rlock__conn_fail(c, RLOCK_ENOREPLY, "no reply in time");
     if (rlock__conn_error(c)->code == RLOCK_ENOREPLY) {
         res->rc = rlock__err_set(&res->err, RLOCK_ENOREPLY,
@@ -1112,6 +1362,7 @@ static void leg_connected(leg *l, rlock__result *res)
     } else if ((res->rc = handshake_check(n, c, l->hs, &res->err)) ==
                RLOCK_OK) {
         conn_ok(n);
+        share_open(l);
         l->peer = rlock__conn_peer(c);
         heard_now(n);
         rlock__conn_take(c, &pong);
@@ -1122,15 +1373,47 @@ static void leg_connected(leg *l, rlock__result *res)
     leg_done(l, res->rc != RLOCK_OK);
 }
 
-/* Whether the undo tagged tag waits behind o already. */
-static int queued_on(const owing *o, uint64_t tag)
+/* Whether the undo tagged tag is among the undos tags[] (of which there
+ * were undos). */
+static int queued_on(const uint64_t *tags, int undos, uint64_t tag)
 {
-    int i, n = o->undos < OWING_TAGS ? o->undos : OWING_TAGS;
+    int i, n = undos < OWING_TAGS ? undos : OWING_TAGS;
 
     for (i = 0; tag != 0 && i < n; i++)
-        if (o->tags[i] == tag)
+        if (tags[i] == tag)
             return 1;
     return 0;
+}
+
+/* The undo goes behind the replies given up on shared connections (mu
+ * held): it is written at once where the socket takes it, and read by
+ * the loop that drives the connection; 1 if it is queued on one. */
+static int queue_behind_shared(rlock__node *n, const rlock__req *req)
+{
+    int i, queued = 0;
+
+    for (i = 0; i < n->nshared; i++) {
+        shared *e = &n->shared[i];
+        rlock__conn_mark_t m;
+        if (!e->gave_up || e->broken || rlock__conn_error(e->conn)->code != 0)
+            continue;
+        if (queued_on(e->tags, e->undos, req->tag)) {
+            queued = 1;
+            continue;
+        }
+        rlock__conn_mark(e->conn, &m);
+        if (rlock__conn_append(e->conn, req->argc, req->argv, req->lens) ==
+            RLOCK_OK) {
+            rlock__conn_drop(e->conn, &m, 1);
+            /* (Written only: what it reads is for the loop's tasks,
+             * whose readiness would not come again.) */
+            rlock__conn_flush(e->conn);
+            e->tags[e->undos % OWING_TAGS] = req->tag;
+            e->undos++;
+            queued = 1;
+        }
+    }
+    return queued;
 }
 
 /* An undo for a node whose connections owe replies goes behind each of
@@ -1150,7 +1433,7 @@ static int queue_behind(rlock__node *n, const rlock__req *req,
         owing *o = &n->owing[i];
         if (o->retired)
             continue;
-        if (queued_on(o, req->tag)) {
+        if (queued_on(o->tags, o->undos, req->tag)) {
             queued = 1;
             continue;
         }
@@ -1163,6 +1446,7 @@ static int queue_behind(rlock__node *n, const rlock__req *req,
             queued = 1;
         }
     }
+    queued |= queue_behind_shared(n, req);
     pthread_mutex_unlock(&n->mu);
     if (queued) {
         res->sent = 1;
@@ -1320,6 +1604,28 @@ int rlock__xchg_round(rlock__xchg *x, rlock__conn **conns, size_t *want,
     }
     *until_ns = x->stage == X_CONNECT ? x->connect_by : x->deadline_ns;
     return 1;
+}
+
+int rlock__xchg_settled(const rlock__xchg *x, int i, size_t want)
+{
+    const leg *l = &x->legs[i];
+
+    return rlock__conn_settled_at(l->conn, &l->at, want);
+}
+
+void rlock__xchg_fail(rlock__xchg *x, int i, int code, const char *why)
+{
+    leg *l = &x->legs[i];
+    rlock__result *r = &x->res->r[i];
+
+    if (!l->conn)
+        return;
+    if (!shared_with_others(l)) {
+        rlock__conn_fail(l->conn, code, "%s", why);
+        return;
+    }
+    rlock__err_set(&r->err, r->rc = code, "%s", why);
+    leg_give_up(l, r);
 }
 
 int rlock__xchg_pooling(const rlock__xchg *x)

@@ -101,7 +101,13 @@ int64_t rlock__node_heard(const rlock__node *n);
 #define RLOCK__X_BRIEF 4
 /* A driver that must not block (an event loop's): a node whose
  * connections are all busy makes the leg wait for one in rounds of the
- * exchange (rlock__xchg_pooling) instead of in pthread_cond_timedwait. */
+ * exchange (rlock__xchg_pooling) instead of in pthread_cond_timedwait.
+ * Once two of the node's connections carry such legs, and before a leg
+ * waits, it joins a busy connection that is healthy and carries fewer
+ * than a few dozen other legs: the loop's requests share
+ * the node's connections then, pipelined, as an async Redis client's
+ * commands share its one connection (see "shared connections" in
+ * node.c). */
 #define RLOCK__X_NOWAIT 8
 
 /*
@@ -169,6 +175,13 @@ typedef struct rlock__xleg {
     rlock__conn *handed;
     unsigned handed_gen; /* the node's generation when it was handed */
     struct rlock__xleg *pq_next;
+    /* Where the leg's commands begin on its connection (its first
+     * reply's place and first byte's), and whether the connection is one
+     * of the node's shared ones (RLOCK__X_NOWAIT): then other legs' may
+     * come before and after the leg's own, and the leg takes, gives up or
+     * counts as sent only what is its own. */
+    rlock__conn_mark_t at;
+    int shared;
 } rlock__xleg;
 
 typedef struct rlock__xchg {
@@ -210,6 +223,20 @@ int rlock__xchg_pooling(const rlock__xchg *x);
 /* The legs still waiting for a pooled connection fail (code, why): the
  * exchange is being given up. */
 void rlock__xchg_unpool(rlock__xchg *x, int code, const char *why);
+
+/* Whether leg i of the round has the want replies it waits for (or its
+ * connection broke, or it has none): on a connection several legs share,
+ * its own replies, next in line. A driver asks this, not
+ * rlock__conn_settled, which counts whatever replies are ready. */
+int rlock__xchg_settled(const rlock__xchg *x, int i, size_t want);
+
+/* Leg i of the round gives up now (a canceled call): on a connection
+ * that other legs share, its replies are given up where they stand and
+ * the connection goes on serving the others (its result is code and why,
+ * sent if any of its bytes went or may still go); on one of its own, the
+ * connection is failed with code and why, and read as such by
+ * rlock__xchg_after. */
+void rlock__xchg_fail(rlock__xchg *x, int i, int code, const char *why);
 
 /* The round was driven: every connection settled, or until_ns came.
  * Reads what the round brought. (A connection not settled that waits

@@ -297,5 +297,5 @@ int rlock__result_unknown(const rlock__result *r)
 {
     return r->rc != RLOCK_OK && r->sent &&
            (r->rc == RLOCK_EIO || r->rc == RLOCK_ENOREPLY ||
-            r->rc == RLOCK_EPROTO);
+            r->rc == RLOCK_EPROTO || r->rc == RLOCK_ECANCELED);
 }

@@ -143,7 +143,8 @@ void rlock__result_drop(rlock__result *r);
 
 /* Whether a failed result may hide a success: the request was sent and
  * no usable reply came (connection lost, no reply by the deadline, a
- * reply too large to read). A failure before sending is not. */
+ * reply too large to read, the call canceled while it was in flight: an
+ * attempt then is undone). A failure before sending is not. */
 int rlock__result_unknown(const rlock__result *r);
 
 #endif

@@ -67,6 +67,7 @@ void rlock__loop_unmake(rlock__loop *l)
     free(l->fds);
     free(l->heap);
     free(l->woken);
+    free(l->nudge);
     free(l);
 }
 
@@ -211,13 +212,15 @@ static void unlink_task(rlock__loop *l, rlock__task *t)
 /* Whether every connection of t's round has what it waits for; a
  * connection that waits for replies to nothing is failed, as
  * rlock__net_run fails it. */
+static void nudge(rlock__loop *l, int fd);
+
 static int round_settled(rlock__task *t)
 {
     int i, all = 1;
 
     for (i = 0; i < t->n; i++) {
         rlock__conn *c = t->io->conns[i];
-        if (rlock__conn_settled(c, t->io->want[i]))
+        if (rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
             continue;
         if (rlock__conn_events(c) == 0) {
             rlock__conn_fail(c, RLOCK_EINVAL,
@@ -225,9 +228,12 @@ static int round_settled(rlock__task *t)
             continue;
         }
         if (rlock__conn_buffered(c)) {
-            /* Bytes a TLS layer holds already: no readiness will come. */
+            /* Bytes a TLS layer holds already: no readiness will come.
+             * (Replies read now may be other tasks' on the connection:
+             * they are looked at too.) */
             rlock__conn_io(c, 0);
-            if (rlock__conn_settled(c, t->io->want[i]))
+            nudge(t->io->l, rlock__conn_fd(c));
+            if (rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
                 continue;
         }
         all = 0;
@@ -275,11 +281,67 @@ static void forget_conn(rlock__loop *l, int fd)
     }
 }
 
-/* The loop watches fd for ev (0: not at all) for t (NULL: the side's),
- * and is told if that changed. Out of memory (no slot for fd, where a
- * readiness would find its task), fd is not watched: its round ends at
- * its deadline. */
-static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
+/* t's round waits on fd through link k (fd has a slot): k joins the
+ * slot's list, at its end, unless it is on it already. */
+static void fd_unlink(rlock__loop *l, struct rlock__fdlink *k)
+{
+    struct rlock__fdslot *s;
+
+    if (k->fd < 0)
+        return;
+    s = &l->fds[k->fd];
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->head = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    else
+        s->tail = k->prev;
+    k->prev = k->next = NULL;
+    k->fd = -1;
+}
+
+static void fd_link(rlock__loop *l, rlock__task *t, struct rlock__fdlink *k,
+                    int fd)
+{
+    struct rlock__fdslot *s = &l->fds[fd];
+
+    if (k->fd == fd)
+        return;
+    fd_unlink(l, k);
+    k->t = t;
+    k->fd = fd;
+    k->next = NULL;
+    k->prev = s->tail;
+    if (s->tail)
+        s->tail->next = k;
+    else
+        s->head = k;
+    s->tail = k;
+}
+
+/* fd's tasks are looked at in this pass (or the next, which the timer
+ * then asks for at once). Out of memory, they are looked at when their
+ * time comes. */
+static void nudge(rlock__loop *l, int fd)
+{
+    int *bigger;
+
+    if (fd < 0 || fd >= l->capfd || !l->fds[fd].head || l->fds[fd].nudged)
+        return;
+    if (!(bigger =
+              grown(l->nudge, &l->capnudge, l->nnudge + 1, sizeof *bigger)))
+        return;
+    l->nudge = bigger;
+    l->nudge[l->nnudge++] = fd;
+    l->fds[fd].nudged = 1;
+}
+
+/* The loop watches fd for ev (0: not at all), and is told if that
+ * changed. Out of memory (no slot for fd, where a readiness would find
+ * its tasks), fd is not watched: its round ends at its deadline. */
+static void watch_fd(rlock__loop *l, int fd, short ev)
 {
     short was;
     int k, slot = fd_room(l, fd);
@@ -288,8 +350,6 @@ static void watch_fd(rlock__loop *l, int fd, short ev, rlock__task *t)
         return;
     if (!slot)
         ev = 0;
-    else
-        l->fds[fd].task = t;
     was = slot ? l->fds[fd].now : events_in(l->set, l->nset, fd);
     if (was == ev)
         return;
@@ -329,21 +389,29 @@ static void conn_closing(void *arg, rlock__conn *c)
         rlock__loop_unwatch(l, fd);
 }
 
-/* What t's round waits for on each of its connections, watched. */
+/* What t's round waits for on each of its connections, watched: each
+ * connection for what it waits for while some task's round waits on
+ * it. */
 static void watch_task(rlock__loop *l, rlock__task *t)
 {
     int i;
 
     for (i = 0; i < t->n; i++) {
         rlock__conn *c = t->io->conns[i];
+        struct rlock__fdlink *k = &t->io->links[i];
         int fd;
         if (!c)
             continue;
         fd = rlock__conn_fd(c);
-        watch_fd(l, fd,
-                 rlock__conn_settled(c, t->io->want[i]) ? 0
-                                                        : rlock__conn_events(c),
-                 t);
+        if (!fd_room(l, fd)) {
+            watch_fd(l, fd, 0);
+            continue;
+        }
+        if (rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
+            fd_unlink(l, k);
+        else
+            fd_link(l, t, k, fd);
+        watch_fd(l, fd, l->fds[fd].head ? rlock__conn_events(c) : 0);
         if (fd >= 0 && fd < l->capfd && l->fds[fd].now != 0 &&
             l->fds[fd].conn != c) {
             l->fds[fd].conn = c;
@@ -357,7 +425,10 @@ void rlock__loop_unwatch(rlock__loop *l, int fd)
     int k;
 
     if (fd >= 0 && fd < l->capfd) {
-        l->fds[fd].task = NULL;
+        /* (A connection closes when its last task leaves it: none is
+         * left here but by a fault, and none is left dangling.) */
+        while (l->fds[fd].head)
+            fd_unlink(l, l->fds[fd].head);
         forget_conn(l, fd);
         if (l->fds[fd].now == 0)
             return; /* not watched */
@@ -386,11 +457,17 @@ static void round_over(rlock__loop *l, rlock__task *t)
         if (!t->io->conns[i])
             continue;
         fd = rlock__conn_fd(t->io->conns[i]);
-        if (fd >= 0 && fd < l->capfd && l->fds[fd].conn == t->io->conns[i] &&
-            l->fds[fd].now == POLLIN)
-            l->fds[fd].task = NULL; /* kept watched for the next request */
-        else
-            rlock__loop_unwatch(l, fd);
+        fd_unlink(l, &t->io->links[i]);
+        if (fd >= 0 && fd < l->capfd && l->fds[fd].head) {
+            /* Other tasks wait on it: theirs may be the next replies in
+             * line now. */
+            nudge(l, fd);
+            continue;
+        }
+        if (!(fd >= 0 && fd < l->capfd && l->fds[fd].conn == t->io->conns[i] &&
+              l->fds[fd].now == POLLIN))
+            rlock__loop_unwatch(l, fd); /* (else kept watched for the next
+                                           request) */
     }
     rlock__bexec_after(&t->io->b);
     /* Nothing of the round is the task's any more. */
@@ -465,6 +542,7 @@ static void rewatch(rlock__loop *l);
 static void advance(rlock__loop *l, rlock__task *t)
 {
     rlock_client *c = l->c;
+    int i;
 
     for (;;) {
         rlock__slot *slot;
@@ -485,6 +563,8 @@ static void advance(rlock__loop *l, rlock__task *t)
                 continue;
             }
             t->io->l = l;
+            for (i = 0; i < RLOCK__NODES_MAX; i++)
+                t->io->links[i].fd = -1;
             if (!rlock__slot_start(slot, c, &t->io->b)) {
                 io_over(t);
                 continue;
@@ -533,9 +613,9 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
         rlock__bexec_unpool(&t->io->b);
         for (i = 0; i < t->n; i++)
             if (t->io->conns[i] &&
-                !rlock__conn_settled(t->io->conns[i], t->io->want[i]))
-                rlock__conn_fail(t->io->conns[i], RLOCK_ECANCELED,
-                                 "the call was canceled");
+                !rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
+                rlock__bexec_fail(&t->io->b, i, RLOCK_ECANCELED,
+                                  "the call was canceled");
         round_over(l, t);
         if (!rlock__bexec_abort(&t->io->b)) {
             rlock__results_init(&t->slot->res, 0);
@@ -600,8 +680,9 @@ static void rewatch(rlock__loop *l)
 
     if (l->nheap > 0)
         due = l->heap[0]->until > 0 ? l->heap[0]->until : 1;
-    if (l->rung)
-        due = 1; /* woken sleepers left for the next pass */
+    if (l->rung || l->nnudge > 0)
+        due = 1; /* woken sleepers, or nudged tasks, left for the next
+                    pass */
     for (t = l->tasks; t; t = t->next)
         if (t->until && (due == 0 || t->until < due))
             due = t->until;
@@ -612,11 +693,11 @@ static void rewatch(rlock__loop *l)
         int fd = l->side_set[i].fd;
         for (k = 0; k < n && now[k].fd != fd; k++)
             ;
-        if (k == n && !(fd >= 0 && fd < l->capfd && l->fds[fd].task))
-            watch_fd(l, fd, 0, NULL);
+        if (k == n && !(fd >= 0 && fd < l->capfd && l->fds[fd].head))
+            watch_fd(l, fd, 0);
     }
     for (k = 0; k < n; k++) {
-        watch_fd(l, now[k].fd, now[k].events, NULL);
+        watch_fd(l, now[k].fd, now[k].events);
         l->side_set[k] = now[k];
     }
     l->nside = n;
@@ -691,17 +772,49 @@ static void look(rlock__loop *l, rlock__task *t, int64_t now)
         advance(l, t);
 }
 
-/* One pass: the task a readiness was for (touched, or NULL), those of
- * the list, the sleepers a ring woke, the tasks whose time came. */
-static void pass(rlock__loop *l, rlock__task *touched)
+/* The tasks whose rounds wait on fd, first to last: each whose replies
+ * are there goes on (the first is looked at again after each, since one
+ * that took its replies, or a callback's cancel, changes what is next in
+ * line and who is on the list); then fd is watched for what those left
+ * wait for. */
+static void serve_fd(rlock__loop *l, int fd, int64_t now)
+{
+    struct rlock__fdlink *k;
+
+    for (;;) {
+        for (k = l->fds[fd].head; k; k = k->next)
+            if (k->t->state == T_ROUND && round_settled(k->t))
+                break;
+        if (!k)
+            break;
+        look(l, k->t, now);
+    }
+    if ((k = l->fds[fd].head) != NULL)
+        watch_fd(l, fd,
+                 rlock__conn_events(k->t->io->conns[k - k->t->io->links]));
+}
+
+/* The nudged descriptors' tasks (those looked at may nudge more). */
+static void serve_nudged(rlock__loop *l, int64_t now)
+{
+    while (l->nnudge > 0) {
+        int fd = l->nudge[--l->nnudge];
+        l->fds[fd].nudged = 0;
+        serve_fd(l, fd, now);
+    }
+}
+
+/* One pass: the tasks a readiness was for (nudged), those of the list,
+ * the sleepers a ring woke, the tasks whose time came, and the tasks
+ * that these let go on. */
+static void pass(rlock__loop *l)
 {
     rlock__task *t, *next;
     int64_t now = rlock__now_ns();
 
     l->passes++;
     l->side->pass(l);
-    if (touched)
-        look(l, touched, now);
+    serve_nudged(l, now);
     /* (Empty but out of memory.) */
     for (t = l->tasks; t; t = next) {
         next = t->next;
@@ -738,14 +851,14 @@ static void pass(rlock__loop *l, rlock__task *touched)
         t = l->heap[0];
         look(l, t, now);
     }
+    serve_nudged(l, now);
     l->side->deliver(l);
     rewatch(l);
 }
 
 void rlock__loop_ready(rlock__loop *l, int fd, short revents)
 {
-    rlock__task *t = NULL;
-    int i;
+    struct rlock__fdlink *k;
 
     if (fd == l->ring[0]) {
         char buf[64];
@@ -753,23 +866,22 @@ void rlock__loop_ready(rlock__loop *l, int fd, short revents)
             ;
         l->rung = 1;
     } else if (!l->side->ready(l, fd, revents) && fd >= 0 && fd < l->capfd &&
-               (t = l->fds[fd].task) != NULL && t->state == T_ROUND) {
-        for (i = 0; i < t->n; i++)
-            if (t->io->conns[i] && rlock__conn_fd(t->io->conns[i]) == fd)
-                rlock__conn_io(t->io->conns[i], revents);
-    } else {
+               (k = l->fds[fd].head) != NULL) {
+        /* The connection is stepped once, whichever of its tasks it is
+         * for. */
+        rlock__conn_io(k->t->io->conns[k - k->t->io->links], revents);
+        nudge(l, fd);
+    } else if (fd >= 0 && fd < l->capfd && l->fds[fd].conn) {
         /* A pooled connection with no round on it (what came is read
          * when it is taken, or by the pool's look at what it owes): no
          * longer watched. */
-        if (fd >= 0 && fd < l->capfd && l->fds[fd].conn && !l->fds[fd].task)
-            rlock__loop_unwatch(l, fd);
-        t = NULL;
+        rlock__loop_unwatch(l, fd);
     }
-    pass(l, t);
+    pass(l);
 }
 
 void rlock__loop_timeout(rlock__loop *l)
 {
     l->timer_due = 0;
-    pass(l, NULL);
+    pass(l);
 }

@@ -65,6 +65,14 @@ typedef struct rlock__task {
         rlock__loop *l; /* for the pool's "served" */
         rlock__conn *conns[RLOCK__NODES_MAX];
         size_t want[RLOCK__NODES_MAX];
+        /* conns[i]'s place among the tasks whose round waits on its
+         * descriptor (fd -1: none): a connection may carry several
+         * tasks' requests at once (shared, node.c). */
+        struct rlock__fdlink {
+            struct rlock__task *t;
+            int fd;
+            struct rlock__fdlink *prev, *next;
+        } links[RLOCK__NODES_MAX];
     } * io;
     int n;
     int listed; /* in the list */

@@ -81,20 +81,27 @@ struct rlock__loop {
     int nside;
     int64_t timer_due; /* the timer asked for (0: none) */
     int forgotten;     /* rlock__loop_forget ran: the loop is told nothing */
-    /* By a descriptor's number: the task whose round watches it (what
-     * readiness is for, without a look at every task), the events the
-     * loop watches it for now, and the pooled connection it is while
-     * watched (which tells the loop before it closes). A watch changes
-     * when its task's round does, at the cost of that task's connections
-     * alone; a connection's watch for replies outlives the round, so that
-     * the next request on it changes nothing, until a readiness comes
-     * with no round on it or the connection closes. */
+    /* By a descriptor's number: the tasks whose rounds wait on it, in
+     * the order they joined (what readiness is for, without a look at
+     * every task; a shared connection carries several tasks' requests),
+     * the events the loop watches it for now, and the pooled connection
+     * it is while watched (which tells the loop before it closes). A
+     * watch changes when a task's round does, at the cost of that task's
+     * connections alone; a connection's watch for replies outlives the
+     * round, so that the next request on it changes nothing, until a
+     * readiness comes with no round on it or the connection closes. */
     struct rlock__fdslot {
-        rlock__task *task;
+        struct rlock__fdlink *head, *tail;
         rlock__conn *conn;
         short now;
+        int nudged; /* in nudge */
     } * fds;
     int capfd;
+    /* Descriptors whose tasks are to be looked at in this pass: a reply
+     * came, or a task before theirs on the connection took or gave up
+     * its replies, so theirs may be next in line now. */
+    int *nudge;
+    int nnudge, capnudge;
     /* The heap of waiting tasks. A ring wakes some of the sleeping ones:
      * their waiters are on wring's list (the client's mu), which the next
      * pass takes (rung). */

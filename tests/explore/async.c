@@ -352,6 +352,10 @@ void ex_async_worker_main(const ex_plan *p, int w, const char *url, ex_log *l)
     int i, err;
 
     ex_client_opts(p, &co);
+    /* One or two connections for all of the worker's owners, its
+     * renewals and its undos: their requests share them, pipelined, and
+     * the faults give requests up in the middle of a line. */
+    co.max_connections = 1 + (int)(p->seed % 2);
     memset(&lp, 0, sizeof lp);
     memset(&h, 0, sizeof h);
     h.watch = watch;
