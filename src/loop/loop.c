@@ -68,6 +68,7 @@ void rlock__loop_unmake(rlock__loop *l)
     free(l->heap);
     free(l->woken);
     free(l->nudge);
+    free(l->flushq);
     free(l);
 }
 
@@ -389,6 +390,18 @@ static void conn_closing(void *arg, rlock__conn *c)
         rlock__loop_unwatch(l, fd);
 }
 
+/* fd, connection c's, watched for ev; c tells the loop before it
+ * closes. */
+static void watch_conn(rlock__loop *l, int fd, rlock__conn *c, short ev)
+{
+    watch_fd(l, fd, ev);
+    if (fd >= 0 && fd < l->capfd && l->fds[fd].now != 0 &&
+        l->fds[fd].conn != c) {
+        l->fds[fd].conn = c;
+        rlock__conn_on_close(c, conn_closing, l);
+    }
+}
+
 /* What t's round waits for on each of its connections, watched: each
  * connection for what it waits for while some task's round waits on
  * it. */
@@ -411,12 +424,11 @@ static void watch_task(rlock__loop *l, rlock__task *t)
             fd_unlink(l, k);
         else
             fd_link(l, t, k, fd);
-        watch_fd(l, fd, l->fds[fd].head ? rlock__conn_events(c) : 0);
-        if (fd >= 0 && fd < l->capfd && l->fds[fd].now != 0 &&
-            l->fds[fd].conn != c) {
-            l->fds[fd].conn = c;
-            rlock__conn_on_close(c, conn_closing, l);
-        }
+        /* (One with requests to write at the end of the pass is watched
+         * then, for what is left after the write: most often the
+         * replies alone, as between requests, which changes nothing.) */
+        if (!l->fds[fd].flush)
+            watch_conn(l, fd, c, l->fds[fd].head ? rlock__conn_events(c) : 0);
     }
 }
 
@@ -498,15 +510,54 @@ static void io_over(rlock__task *t)
     t->n = 0;
 }
 
-/* What t's round queued on its connections is written at once where a
- * socket takes it: the loop then watches for the replies alone. */
-static void flush(rlock__task *t)
+/* What t's round queued on its connections is written at the end of the
+ * pass where a socket takes it (flush_due), once for every request that
+ * the pass queued on a connection: a shared connection's requests go out
+ * in one write, as an async Redis client's do, and the loop then watches
+ * for the replies alone. A connection without a slot (out of memory) is
+ * written now. */
+static void flush_later(rlock__loop *l, rlock__task *t)
 {
-    int i;
+    int i, *bigger;
 
-    for (i = 0; i < t->n; i++)
-        if (t->io->conns[i] && (rlock__conn_events(t->io->conns[i]) & POLLOUT))
-            rlock__conn_flush(t->io->conns[i]);
+    for (i = 0; i < t->n; i++) {
+        rlock__conn *c = t->io->conns[i];
+        int fd;
+        if (!c || !(rlock__conn_events(c) & POLLOUT))
+            continue;
+        fd = rlock__conn_fd(c);
+        if (!fd_room(l, fd) ||
+            !(bigger = grown(l->flushq, &l->capflush, l->nflush + 1,
+                             sizeof *bigger))) {
+            rlock__conn_flush(c);
+            continue;
+        }
+        l->flushq = bigger;
+        if (l->fds[fd].flush)
+            continue;
+        l->fds[fd].flush = 1;
+        l->flushq[l->nflush++] = fd;
+    }
+}
+
+/* Writes what the pass queued (flush_later). A connection whose tasks
+ * are gone meanwhile is left to whoever has it next; one that broke has
+ * its tasks looked at. */
+static void flush_due(rlock__loop *l)
+{
+    while (l->nflush > 0) {
+        int fd = l->flushq[--l->nflush];
+        struct rlock__fdlink *k = l->fds[fd].head;
+        rlock__conn *c;
+        l->fds[fd].flush = 0;
+        if (!k)
+            continue;
+        c = k->t->io->conns[k - k->t->io->links];
+        rlock__conn_flush(c);
+        if (rlock__conn_error(c)->code != 0)
+            nudge(l, fd);
+        watch_conn(l, fd, c, rlock__conn_events(c));
+    }
 }
 
 /* The next round of t's request (T_ROUND or T_PAUSE), or 0: the request
@@ -524,10 +575,10 @@ static int next_round(rlock__loop *l, rlock__task *t)
             park(l, t);
             return 1;
         }
-        flush(t);
         if (!round_settled(t)) {
             t->state = T_ROUND;
             park(l, t);
+            flush_later(l, t);
             watch_task(l, t);
             return 1;
         }
@@ -678,6 +729,7 @@ static void rewatch(rlock__loop *l)
     int64_t due = 0;
     int i, k, n;
 
+    flush_due(l);
     if (l->nheap > 0)
         due = l->heap[0]->until > 0 ? l->heap[0]->until : 1;
     if (l->rung || l->nnudge > 0)

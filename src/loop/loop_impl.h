@@ -95,6 +95,7 @@ struct rlock__loop {
         rlock__conn *conn;
         short now;
         int nudged; /* in nudge */
+        int flush;  /* in flushq */
     } * fds;
     int capfd;
     /* Descriptors whose tasks are to be looked at in this pass: a reply
@@ -102,6 +103,10 @@ struct rlock__loop {
      * its replies, so theirs may be next in line now. */
     int *nudge;
     int nnudge, capnudge;
+    /* Descriptors whose connections have requests of this pass to write
+     * at its end, in one write each. */
+    int *flushq;
+    int nflush, capflush;
     /* The heap of waiting tasks. A ring wakes some of the sleeping ones:
      * their waiters are on wring's list (the client's mu), which the next
      * pass takes (rung). */
