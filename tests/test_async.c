@@ -1199,3 +1199,172 @@ TEST(async_requests_share_a_busy_nodes_connections)
     rt_proxy_stop(px);
     rt_server_stop(s);
 }
+
+/*
+ * A request with WAIT keeps a connection of its own: the server holds
+ * the connection until the replicas answer, and a request pipelined
+ * behind it would wait as long. 16 locks at once that ask for a replica
+ * the server does not have each wait out the 400 ms of WAIT; with a
+ * connection each they end together (well under 1.6 s), where sharing
+ * two connections would line them up for some 3.2 s.
+ */
+TEST(async_requests_with_wait_do_not_share_a_connection)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client_opts co;
+    rlock_async *a;
+    rt_aloop p;
+    rlock_async_mutex *m[16];
+    seen v[16];
+    char name[64];
+    int64_t t0, took;
+    int i, err;
+
+    rlock_client_opts_init(&co);
+    co.sync_replicas = 1;
+    co.sync_timeout_ms = 400;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    for (i = 0; i < 16; i++) {
+        snprintf(name, sizeof name, "as-wait-%d", i);
+        CHECK((m[i] = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+    }
+    memset(v, 0, sizeof v);
+    t0 = rt_now_ms();
+    for (i = 0; i < 16; i++)
+        CHECK_RC(rlock_async_lock(m[i], 0, lock_cb, &v[i]), RLOCK_OK);
+    al_until_all(&p, v, 16, 20000);
+    took = rt_now_ms() - t0;
+    for (i = 0; i < 16; i++) {
+        CHECK_INT(v[i].calls, ==, 1);
+        CHECK_RC(v[i].status, RLOCK_EREPLICAS);
+    }
+    CHECK_INT(took, <, 1600);
+    for (i = 0; i < 16; i++)
+        rlock_async_mutex_free(m[i]);
+    rlock_async_close(a);
+    rt_server_stop(s);
+}
+
+/*
+ * Redlock's requests share a node's connection while another node is
+ * slower: both of node 1's answers come in one read, the first request
+ * still waits for node 2's, and the second must take its own answer from
+ * behind the first's (not fail the connection for waiting on replies to
+ * nothing, nor wait for the first to finish).
+ */
+TEST(async_redlock_requests_take_their_own_replies_from_a_shared_line)
+{
+    rt_server *s1 = rt_server_start(NULL);
+    rt_server *s2 = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s2));
+    rlock_client_opts co;
+    rlock_async *a;
+    rt_aloop p;
+    rlock_async_mutex *m[4];
+    seen v[4];
+    char url[256], name[32];
+    int i, round, err;
+
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d",
+             rt_server_port(s1), rt_proxy_port(px));
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    CHECK((a = rlock_async_open(url, &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    for (i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "as-rl-line-%d", i);
+        CHECK((m[i] = rlock_async_mutex_new(a, name, NULL, &err)) != NULL);
+    }
+    /* Two connections to each node (a Redlock node that has none free
+     * fails a request at once: it does not wait for one). */
+    memset(v, 0, sizeof v);
+    for (i = 0; i < 2; i++)
+        CHECK_RC(rlock_async_lock(m[i], 0, lock_cb, &v[i]), RLOCK_OK);
+    al_until_all(&p, v, 2, 10000);
+    for (i = 0; i < 2; i++) {
+        CHECK_RC(v[i].status, RLOCK_OK);
+        CHECK_RC(al_unlock(&p, m[i]), RLOCK_OK);
+    }
+    for (round = 0; round < 3; round++) {
+        /* Node 2's answers come 40 ms late: three requests, the third
+         * on a connection of node 1 behind one of the first two. */
+        rt_proxy_set_delay(px, 0, 40);
+        memset(v, 0, sizeof v);
+        for (i = 1; i < 4; i++)
+            CHECK_RC(rlock_async_lock(m[i], 0, lock_cb, &v[i]), RLOCK_OK);
+        al_until_all(&p, v + 1, 3, 10000);
+        for (i = 1; i < 4; i++) {
+            if (v[i].status != RLOCK_OK)
+                printf("lock %d: %s\n", i, rlock_async_errmsg(m[i]));
+            CHECK_RC(v[i].status, RLOCK_OK);
+        }
+        rt_proxy_set_delay(px, 0, 0);
+        for (i = 1; i < 4; i++)
+            CHECK_RC(al_unlock(&p, m[i]), RLOCK_OK);
+    }
+    for (i = 0; i < 4; i++)
+        rlock_async_mutex_free(m[i]);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s1);
+    rt_server_stop(s2);
+}
+
+static int64_t hold_first_conn(void *arg, long conn_no, int dir, size_t len)
+{
+    (void)len;
+    int on = __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE);
+
+    return conn_no == 0 && dir == RT_PROXY_TO_SERVER && on ? 800 : 0;
+}
+
+/*
+ * A lock canceled while its attempt, alone on its connection, is held up
+ * on the way to the server: the attempt still runs when it arrives, and
+ * its undo must run after it. The connection is kept owing (not closed),
+ * and the undo goes behind the attempt on it; an undo sent on another
+ * connection would overtake the attempt and leave the lock taken by
+ * nobody for its whole lease.
+ */
+TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_async *a;
+    rt_aloop p;
+    rlock_async_mutex *m0, *m1;
+    seen v;
+    int err, hold = 0;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    CHECK((m0 = rlock_async_mutex_new(a, "as-undo-after-0", NULL, &err)) !=
+          NULL);
+    CHECK((m1 = rlock_async_mutex_new(a, "as-undo-after-1", NULL, &err)) !=
+          NULL);
+    CHECK_RC(al_lock(&p, m0, 0, NULL), RLOCK_OK); /* the connection */
+    CHECK_RC(al_unlock(&p, m0), RLOCK_OK);
+    rt_proxy_set_policy(px, hold_first_conn, &hold);
+    __atomic_store_n(&hold, 1, __ATOMIC_RELEASE);
+    memset(&v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m1, 0, lock_cb, &v), RLOCK_OK);
+    rt_al_for(&p, 50);
+    CHECK_INT(v.calls, ==, 0);
+    CHECK_RC(rlock_async_cancel(m1), RLOCK_OK);
+    CHECK_RC(v.status, RLOCK_ECANCELED);
+    /* The attempt lands at about 800 ms; its undo after it. */
+    rt_al_for(&p, 2500);
+    CHECK_INT(rt_lock_count(s, "as-undo-after-1"), ==, 0);
+    __atomic_store_n(&hold, 0, __ATOMIC_RELEASE);
+    CHECK_RC(al_lock(&p, m1, 0, NULL), RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m1), RLOCK_OK);
+    rlock_async_mutex_free(m0);
+    rlock_async_mutex_free(m1);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}

@@ -703,8 +703,9 @@ static owing *owe(rlock__node *n, rlock__conn *c, unsigned gen)
  *
  * Only connections that answered their handshake are joined, and only
  * healthy ones of the node's present address; one that broke takes no
- * one and tells its failure once. All of it runs under mu; a shared
- * connection is driven by its loop's thread alone.
+ * one and tells its failure once. A request with WAIT neither joins nor
+ * is joined: the server holds its connection until the replicas answer. All of
+ * it runs under mu; a shared connection is driven by its loop's thread alone.
  */
 static shared *share_find(rlock__node *n, const rlock__conn *c)
 {
@@ -722,8 +723,9 @@ static void share_add(rlock__node *n, rlock__xleg *l, int open)
 {
     shared *e;
 
-    if (n->nshared >= n->cfg->max_connections)
-        return; /* (cannot be: every shared one is counted in nopen) */
+    if (l->alone || n->nshared >= n->cfg->max_connections)
+        return; /* (the latter cannot be: every shared one is counted in
+                   nopen) */
     e = &n->shared[n->nshared++];
     memset(e, 0, sizeof *e);
     e->conn = l->conn;
@@ -740,6 +742,8 @@ static int share_join(rlock__node *n, rlock__xleg *l)
     shared *best = NULL;
     int i;
 
+    if (l->alone)
+        return 0;
     for (i = 0; i < n->nshared; i++) {
         shared *e = &n->shared[i];
         if (!e->open || e->broken || e->gave_up || e->gen != n->gen ||
@@ -960,6 +964,7 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
         pthread_mutex_unlock(&n->mu);
         if (rlock__conn_idle_ok(
                 l->conn, __atomic_load_n(&n->failed_at, __ATOMIC_RELAXED))) {
+            rlock__conn_mark(l->conn, &l->at);
             if (nowait) {
                 pthread_mutex_lock(&n->mu);
                 share_add(n, l, 1);
@@ -1197,18 +1202,19 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
         rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
                        "%s: no reply from %s within %d ms",
                        l->retried ? "script" : "request", n->where, ms);
-    conn_failed(n, RLOCK_ENOREPLY, res->err.msg);
-    if (shared_with_others(l)) {
+    /* (A shared connection's silence is told once, by its last leg.) */
+    if (!shared_with_others(l))
+        conn_failed(n, RLOCK_ENOREPLY, res->err.msg);
+    /* On a shared connection: its replies given up, and the connection
+     * kept owing by its last leg, whatever of this leg's went out: what
+     * other legs gave up, and undos behind them, may be on it. */
+    if (l->shared) {
         leg_give_up(l, res);
         return;
     }
     /* Nothing written, nothing owed: the connection just goes. */
     if (!rlock__conn_sent_from(l->conn, &l->at)) {
         leg_done(l, 1);
-        return;
-    }
-    if (l->shared) {
-        leg_give_up(l, res); /* (the last leg: kept owing) */
         return;
     }
     pthread_mutex_lock(&n->mu);
@@ -1228,19 +1234,19 @@ static int leg_pipeline(leg *l, rlock__result *res)
     res->replies = malloc(sizeof *res->replies * n);
     for (k = 0; k < n; k++) {
         redisReply *r = NULL;
-        rlock__conn_take(c, &r);
+        rlock__conn_take_at(c, &l->at, &r);
         if (res->replies)
             res->replies[res->nreplies++] = r;
         else
             freeReplyObject(r);
     }
     if (l->waiting) {
-        rlock__conn_take(c, &w);
+        rlock__conn_take_at(c, &l->at, &w);
         res->acks = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
         freeReplyObject(w);
     }
     l->multi = 0;
-    leg_done(l, 0);
+    leg_done(l, rlock__conn_error(c)->code != 0);
     res->rc = res->replies ? RLOCK_OK
                            : rlock__err_set(&res->err, RLOCK_ENOMEM,
                                             "replies of %s: out of memory",
@@ -1259,7 +1265,11 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
     redisReply *r = NULL;
     int rc;
 
-    if (rlock__conn_error(c)->code != 0) {
+    /* (On a shared connection a leg whose replies all came before it
+     * broke has its answer: another leg's reply broke it.) */
+    if (rlock__conn_error(c)->code != 0 &&
+        !(l->shared && !l->fresh &&
+          rlock__conn_complete_at(c, &l->at, l->want))) {
         res->sent = res->sent || rlock__conn_sent_from(c, &l->at);
         rc = net_error(n, rlock__conn_error(c),
                        l->fresh && l->hs > 0 && !res->sent ? "connecting"
@@ -1298,17 +1308,17 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
     }
     l->peer = rlock__conn_peer(c);
     if (l->asking) {
-        rlock__conn_take(c, &r);
+        rlock__conn_take_at(c, &l->at, &r);
         freeReplyObject(r);
         r = NULL;
         l->asking = 0;
     }
     if (l->multi > 0)
         return leg_pipeline(l, res);
-    rlock__conn_take(c, &r);
+    rlock__conn_take_at(c, &l->at, &r);
     if (l->waiting) {
         redisReply *w = NULL;
-        rlock__conn_take(c, &w);
+        rlock__conn_take_at(c, &l->at, &w);
         res->acks = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
         freeReplyObject(w);
     }
@@ -1325,7 +1335,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
         leg_done(l, 1);
         return 0;
     }
-    leg_done(l, 0);
+    leg_done(l, rlock__conn_error(c)->code != 0);
     res->reply = r;
     if (r->type == REDIS_REPLY_ERROR) {
         res->rc = rlock__reply_error(n->where, r, &res->err);
@@ -1395,7 +1405,8 @@ static int queue_behind_shared(rlock__node *n, const rlock__req *req)
     for (i = 0; i < n->nshared; i++) {
         shared *e = &n->shared[i];
         rlock__conn_mark_t m;
-        if (!e->gave_up || e->broken || rlock__conn_error(e->conn)->code != 0)
+        if (!e->gave_up || e->broken || e->gen != n->gen ||
+            rlock__conn_error(e->conn)->code != 0)
             continue;
         if (queued_on(e->tags, e->undos, req->tag)) {
             queued = 1;
@@ -1545,6 +1556,10 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
         l->served = x->served;
         l->served_arg = x->served_arg;
         l->ask_flag = flags & RLOCK__X_ASKING;
+        /* WAIT holds its connection on the server until the replicas
+         * answer (up to sync_timeout_ms): no leg waits behind it, and it
+         * waits behind none. */
+        l->alone = req && req->replicas > 0;
         if (req && (flags & RLOCK__X_BEHIND) &&
             queue_behind(nodes[i], req, &res->r[i]))
             continue;
@@ -1620,12 +1635,23 @@ void rlock__xchg_fail(rlock__xchg *x, int i, int code, const char *why)
 
     if (!l->conn)
         return;
-    if (!shared_with_others(l)) {
-        rlock__conn_fail(l->conn, code, "%s", why);
+    if (l->shared) {
+        rlock__err_set(&r->err, r->rc = code, "%s", why);
+        leg_give_up(l, r);
         return;
     }
-    rlock__err_set(&r->err, r->rc = code, "%s", why);
-    leg_give_up(l, r);
+    if (!l->fresh && rlock__conn_sent_from(l->conn, &l->at)) {
+        /* What went out may still run: the connection is kept owing, so
+         * that an undo goes behind it, not ahead of it on another. */
+        rlock__err_set(&r->err, r->rc = code, "%s", why);
+        r->sent = 1;
+        pthread_mutex_lock(&l->node->mu);
+        owe(l->node, l->conn, l->gen);
+        pthread_mutex_unlock(&l->node->mu);
+        l->conn = NULL;
+        return;
+    }
+    rlock__conn_fail(l->conn, code, "%s", why);
 }
 
 int rlock__xchg_pooling(const rlock__xchg *x)

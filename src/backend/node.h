@@ -182,6 +182,8 @@ typedef struct rlock__xleg {
      * counts as sent only what is its own. */
     rlock__conn_mark_t at;
     int shared;
+    int alone; /* never shares (a request with WAIT: the server holds
+                  the connection for it) */
 } rlock__xleg;
 
 typedef struct rlock__xchg {

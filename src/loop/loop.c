@@ -223,7 +223,9 @@ static int round_settled(rlock__task *t)
         rlock__conn *c = t->io->conns[i];
         if (rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
             continue;
-        if (rlock__conn_events(c) == 0) {
+        if (rlock__conn_events(c) == 0 && rlock__conn_ready(c) == 0) {
+            /* (Replies ready that are not its own are other tasks' on a
+             * shared connection: its own come after them.) */
             rlock__conn_fail(c, RLOCK_EINVAL,
                              "waiting for a reply to no command");
             continue;

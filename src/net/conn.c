@@ -1152,12 +1152,50 @@ int rlock__conn_sent_from(const rlock__conn *c, const rlock__conn_mark_t *m)
     return c->out_done > m->byte;
 }
 
+/* Where the first ready reply at or after m is (nready: none). */
+static size_t ready_from(const rlock__conn *c, const rlock__conn_mark_t *m)
+{
+    size_t i;
+
+    for (i = 0; i < c->nready && c->ready[c->head + i].at < m->reply; i++)
+        ;
+    return i;
+}
+
+int rlock__conn_complete_at(const rlock__conn *c, const rlock__conn_mark_t *m,
+                            size_t want)
+{
+    size_t i;
+
+    if (!c || want == 0)
+        return 1;
+    /* (Ready replies are in the order asked, each place once.) */
+    i = ready_from(c, m);
+    return c->nready - i >= want && c->ready[c->head + i].at == m->reply &&
+           c->ready[c->head + i + want - 1].at == m->reply + want - 1;
+}
+
 int rlock__conn_settled_at(const rlock__conn *c, const rlock__conn_mark_t *m,
                            size_t want)
 {
     return !c || c->err.code != 0 ||
-           (!c->handshaking && !c->connecting && c->nready >= want &&
-            (want == 0 || c->ready[c->head].at == m->reply));
+           (!c->handshaking && !c->connecting &&
+            rlock__conn_complete_at(c, m, want));
+}
+
+int rlock__conn_take_at(rlock__conn *c, const rlock__conn_mark_t *m,
+                        redisReply **out)
+{
+    size_t i = ready_from(c, m);
+
+    if (i == c->nready)
+        return 0;
+    *out = c->ready[c->head + i].r;
+    memmove(c->ready + c->head + i, c->ready + c->head + i + 1,
+            (c->nready - i - 1) * sizeof *c->ready);
+    if (--c->nready == 0)
+        c->head = 0;
+    return 1;
 }
 
 void rlock__conn_drop(rlock__conn *c, const rlock__conn_mark_t *m, size_t n)

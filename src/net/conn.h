@@ -172,11 +172,13 @@ void rlock__conn_discard(rlock__conn *c, size_t n);
  * first reply's place among the replies asked for and its first byte's in
  * what is written. A request marked before it queued its commands then
  * knows whether any of them was written (sent_from: the server may have
- * acted on it), whether its own replies are the next to take (settled_at:
- * every reply before them taken or dropped, and want of them ready, or
- * the connection broken), and gives them up wherever they are in the line
- * (drop: freed if complete, else dropped when they come), so that the
- * requests around it are served as if it had never been sent.
+ * acted on it), whether want of its own replies are complete
+ * (complete_at, whatever the connection's state; settled_at: complete, or
+ * the connection broken), takes them one by one in order (take_at: the
+ * oldest ready one at or after the mark, whether or not an earlier
+ * request took its own yet), and gives them up wherever they are in the
+ * line (drop: freed if complete, else dropped when they come), so that
+ * the requests around it are served as if it had never been sent.
  */
 typedef struct rlock__conn_mark_t {
     uint64_t reply;
@@ -184,8 +186,12 @@ typedef struct rlock__conn_mark_t {
 } rlock__conn_mark_t;
 void rlock__conn_mark(const rlock__conn *c, rlock__conn_mark_t *m);
 int rlock__conn_sent_from(const rlock__conn *c, const rlock__conn_mark_t *m);
+int rlock__conn_complete_at(const rlock__conn *c, const rlock__conn_mark_t *m,
+                            size_t want);
 int rlock__conn_settled_at(const rlock__conn *c, const rlock__conn_mark_t *m,
                            size_t want);
+int rlock__conn_take_at(rlock__conn *c, const rlock__conn_mark_t *m,
+                        redisReply **out);
 void rlock__conn_drop(rlock__conn *c, const rlock__conn_mark_t *m, size_t n);
 
 /* Push mode, for a subscriber connection: replies may come that no

@@ -79,6 +79,17 @@ static void takes(rlock__conn *c, const char *word)
     freeReplyObject(r);
 }
 
+/* The request marked m takes its next reply, wherever it stands. */
+static void takes_at(rlock__conn *c, const rlock__conn_mark_t *m,
+                     const char *word)
+{
+    redisReply *r = NULL;
+
+    CHECK(rlock__conn_take_at(c, m, &r) == 1);
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, word) == 0);
+    freeReplyObject(r);
+}
+
 TEST(a_shared_connection_serves_each_request_its_own_replies)
 {
     rt_server *s = rt_server_start(NULL);
@@ -98,17 +109,22 @@ TEST(a_shared_connection_serves_each_request_its_own_replies)
      * they come; a's and d's are not. */
     rlock__conn_drop(c, &b, 2);
     CHECK_INT(rlock__conn_pending(c), ==, 2);
+    CHECK(!rlock__conn_settled_at(c, &a, 1) &&
+          !rlock__conn_complete_at(c, &d, 1));
     rlock__conn_mark(c, &after);
     answered(c);
     CHECK(rlock__conn_sent_from(c, &a) && rlock__conn_sent_from(c, &d));
     CHECK(!rlock__conn_sent_from(c, &after));
     CHECK_INT(rlock__conn_ready(c), ==, 2);
-    /* d's reply is there, but a's is before it and not taken. */
+    /* d's reply is there, and a's before it, not taken: each request has
+     * its own, and d takes its own first (one waits for nothing that is
+     * not its own), then a. */
     CHECK(rlock__conn_settled_at(c, &a, 1));
-    CHECK(!rlock__conn_settled_at(c, &d, 1));
-    takes(c, "a");
     CHECK(rlock__conn_settled_at(c, &d, 1));
-    takes(c, "d");
+    CHECK(!rlock__conn_complete_at(c, &d, 2)); /* (one of its own only) */
+    takes_at(c, &d, "d");
+    CHECK(!rlock__conn_settled_at(c, &d, 1));
+    takes_at(c, &a, "a");
     CHECK_INT(rlock__conn_pending(c), ==, 0);
 
     /* A request in the middle gives up after its replies came, while the
@@ -121,10 +137,9 @@ TEST(a_shared_connection_serves_each_request_its_own_replies)
     CHECK_INT(rlock__conn_ready(c), ==, 4);
     rlock__conn_drop(c, &b, 2);
     CHECK_INT(rlock__conn_ready(c), ==, 2);
-    CHECK(!rlock__conn_settled_at(c, &d, 1));
-    takes(c, "a");
     CHECK(rlock__conn_settled_at(c, &d, 1));
-    takes(c, "d");
+    takes(c, "a");
+    takes_at(c, &d, "d");
 
     /* Giving up the oldest (a connection whose sole user stops waiting)
      * skips what a later request gave up already, and the request after

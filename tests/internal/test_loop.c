@@ -357,7 +357,7 @@ TEST(a_loop_thread_runs_many_waits_beside_blocking_holders)
 /*
  * What a callback costs does not grow with the requests in flight: with
  * a hundred rounds on their connections at once, beside sleeping waits,
- * a readiness looks at the task whose connection it is, and the timer at
+ * a readiness looks at the tasks whose connection it is, and the timer at
  * the tasks whose time came. (A pass that looked at every task in flight
  * would look at dozens each time.)
  */
@@ -432,8 +432,12 @@ TEST(a_readiness_looks_at_its_own_task_and_not_at_every_one)
            ROUNDS_AT_ONCE, SLEEPERS, (long long)passes, (long long)looks);
     for (i = 0; i < ROUNDS_AT_ONCE; i++)
         CHECK_RC(w[SLEEPERS + i].op.wait.rc, RLOCK_OK);
-    CHECK_INT(passes, >=, ROUNDS_AT_ONCE / 2); /* readiness came apart */
-    CHECK_INT(looks, <=, 2 * passes);
+    /* The rounds share the node's connections (a readiness brings many
+     * of their replies at once): each round's task is looked at about
+     * once, the sleepers not at all. A pass that looked at every task
+     * would have looked at 150 each time. */
+    CHECK_INT(passes, >=, 1);
+    CHECK_INT(looks, <=, ROUNDS_AT_ONCE + 2 * passes);
     CHECK_INT(rlock__loop_tasks(l), ==, SLEEPERS);
 
     for (i = 0; i < SLEEPERS; i++)
