@@ -1368,3 +1368,61 @@ TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
     rt_proxy_stop(px);
     rt_server_stop(s);
 }
+
+/*
+ * A lock canceled while its new connection's handshake is unanswered
+ * (the server's replies held back): the connection is kept until the
+ * answers come, and then closed, never pooled with a handshake nobody
+ * read. Here the password is wrong: a connection pooled unchecked would
+ * serve the next request unauthenticated (NOAUTH); closed, the next
+ * request opens another, whose AUTH is refused (WRONGPASS).
+ */
+TEST(async_a_connection_given_up_in_its_handshake_is_never_pooled)
+{
+    rt_server_opts so;
+    rt_server *s;
+    rt_proxy *px;
+    rlock_client_opts co;
+    rlock_async *a;
+    rt_aloop p;
+    rlock_async_mutex *m;
+    seen v;
+    long accepted;
+    int err;
+
+    memset(&so, 0, sizeof so);
+    so.password = "right";
+    s = rt_server_start(&so);
+    px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts_init(&co);
+    co.password = "wrong";
+    co.command_timeout_ms = 5000;
+    co.connect_timeout_ms = 5000;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    CHECK((m = rlock_async_mutex_new(a, "as-unchecked", NULL, &err)) != NULL);
+    rt_al_for(&p, 300); /* (whatever connecting at open does) */
+    rt_proxy_set_delay(px, 0, 700);
+    accepted = rt_proxy_accepted(px);
+    memset(&v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &v), RLOCK_OK);
+    rt_al_for(&p, 150);
+    CHECK_INT(v.calls, ==, 0);
+    CHECK_INT(rt_proxy_accepted(px), ==, accepted + 1);
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    CHECK_RC(v.status, RLOCK_ECANCELED);
+    rt_al_for(&p, 1500); /* the answers come; the connection goes */
+    rt_proxy_set_delay(px, 0, 0);
+    accepted = rt_proxy_accepted(px);
+    memset(&v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &v), RLOCK_OK);
+    rt_al_until(&p, &v.calls, 10000);
+    CHECK_RC(v.status, RLOCK_EAUTH);
+    printf("%s\n", rlock_async_errmsg(m));
+    CHECK(strstr(rlock_async_errmsg(m), "WRONGPASS") != NULL);
+    CHECK_INT(rt_proxy_accepted(px), >, accepted);
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}

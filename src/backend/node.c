@@ -69,6 +69,8 @@ typedef struct owing {
     int undos;                 /* undos queued behind what it owes */
     uint64_t tags[OWING_TAGS]; /* theirs (rlock__req.tag), the last few */
     int retired; /* of an address the node left: not counted in nopen */
+    int unchecked; /* a new one whose handshake's answers were never
+                      read: closed, never pooled, once it has them */
 } owing;
 
 /* Most legs on one shared connection at once. */
@@ -88,6 +90,7 @@ typedef struct shared {
     /* A leg gave its replies up: they are still to come, and an undo of
      * what it asked goes behind them (as behind an owing connection). */
     int gave_up;
+    int told; /* its failure was told to the observers */
     int undos;
     uint64_t tags[OWING_TAGS];
 } shared;
@@ -214,13 +217,23 @@ void rlock__node_free(rlock__node *n)
 
 void rlock__node_after_fork(rlock__node *n)
 {
+    int i;
+
     /* Only the forking thread exists in the child: the locks start
      * afresh, and the parent's sockets are closed here (closing a copy
      * leaves the parent's connection as it is; TLS sends nothing). */
     init_sync(n);
     close_all(n);
     n->nopen = 0;
-    n->nshared = 0; /* (the parent's loop's: not the child's) */
+    /* The parent's loop's requests are not the child's: their shared
+     * connections go (the loop is not told), and so do its legs waiting
+     * for a connection. */
+    for (i = 0; i < n->nshared; i++) {
+        rlock__conn_on_close(n->shared[i].conn, NULL, NULL);
+        rlock__conn_close(n->shared[i].conn);
+    }
+    n->nshared = 0;
+    n->pq_head = n->pq_tail = NULL;
 }
 
 void rlock__node_fork_hold(rlock__node *n, int take)
@@ -473,8 +486,13 @@ static void settle_owing(rlock__node *n)
             n->owing[i] = n->owing[--n->nowing];
             continue;
         }
-        n->owing[i] = n->owing[--n->nowing];
-        give_back(n, c, rlock__conn_pending(c) > 0);
+        {
+            /* (One past its limit with replies still to come goes.) */
+            int unfit = n->owing[i].unchecked || rlock__conn_expected(c) > 0 ||
+                        rlock__conn_pending(c) > 0;
+            n->owing[i] = n->owing[--n->nowing];
+            give_back(n, c, unfit);
+        }
     }
 }
 
@@ -785,6 +803,7 @@ static void share_leave(rlock__node *n, rlock__xleg *l, int broken)
         rlock__conn_expected(gone.conn) > 0) {
         o = owe(n, gone.conn, gone.gen);
         o->undos = gone.undos;
+        o->unchecked = !gone.open;
         memcpy(o->tags, gone.tags, sizeof o->tags);
         return;
     }
@@ -1119,6 +1138,17 @@ static void leg_done(leg *l, int broken)
     l->conn = NULL;
 }
 
+/* l could not queue its request (out of memory): on a shared connection
+ * the line may hold part of it, so the connection fails for every leg on
+ * it (each sees the failure, the last closes it); one of its own just
+ * closes. */
+static void leg_break(leg *l)
+{
+    if (l->shared)
+        rlock__conn_fail(l->conn, RLOCK_ENOMEM, "out of memory");
+    leg_done(l, 1);
+}
+
 /* Whether l's connection is shared with other legs now (mu taken). */
 static int shared_with_others(leg *l)
 {
@@ -1134,22 +1164,22 @@ static int shared_with_others(leg *l)
     return others;
 }
 
-/* Whether another leg saw l's shared connection break already (mu
- * taken). */
-static int shared_broken(leg *l)
+/* Whether another leg told the observers of its shared connection's
+ * failure already; from now on it has (mu taken). */
+static int shared_told(leg *l)
 {
     shared *e;
-    int broken;
+    int told;
 
     if (!l->shared)
         return 0;
     pthread_mutex_lock(&l->node->mu);
     e = share_find(l->node, l->conn);
-    broken = e && e->broken;
+    told = e && e->told;
     if (e)
-        e->broken = 1;
+        e->told = 1;
     pthread_mutex_unlock(&l->node->mu);
-    return broken;
+    return told;
 }
 
 /* l's new connection answered its handshake: other legs may join it
@@ -1218,7 +1248,7 @@ static void leg_owes(leg *l, int budget_ms, rlock__result *res)
         return;
     }
     pthread_mutex_lock(&n->mu);
-    owe(n, l->conn, l->gen);
+    owe(n, l->conn, l->gen)->unchecked = l->fresh;
     pthread_mutex_unlock(&n->mu);
     l->conn = NULL;
 }
@@ -1282,7 +1312,7 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
                                 rlock__conn_error(c)->msg);
         res->rc = rc;
         /* (Told once for a connection, by the first of its legs.) */
-        if (!shared_broken(l))
+        if (!shared_told(l))
             conn_failed(n, rc, res->err.msg);
         leg_done(l, 1);
         return 0;
@@ -1293,14 +1323,31 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
     }
     res->sent = 1;
     heard_now(n);
-    conn_ok(n);
+    if (rlock__conn_error(c)->code != 0) {
+        /* Its replies came, then another leg's broke the connection:
+         * told once, by whichever leg sees it first. */
+        rlock__err e;
+        rc = net_error(n, rlock__conn_error(c), "request",
+                       n->cfg->request_timeout_ms, &e);
+        if (!shared_told(l))
+            conn_failed(n, rc, e.msg);
+    } else {
+        conn_ok(n);
+    }
     if (l->fresh) {
         rc = handshake_check(n, c, l->hs, &res->err);
         l->fresh = 0;
         l->hs = 0;
         if (rc != RLOCK_OK) {
+            /* Refused before the request ran when AUTH was (every later
+             * command is refused too) or ROLE named a replica (which
+             * refuses writes); a refused SELECT leaves the request to
+             * run in database 0, a strange answer to SCRIPT LOAD to run
+             * as it is. */
             res->rc = rc;
-            res->sent = 0; /* refused before the request ran */
+            res->sent = rc == RLOCK_EAUTH || rc == RLOCK_EUNAVAILABLE
+                            ? 0
+                            : rlock__conn_sent_from(c, &l->at);
             leg_done(l, 1);
             return 0;
         }
@@ -1330,9 +1377,16 @@ static int leg_settle(leg *l, const rlock__req *req, int budget_ms,
         freeReplyObject(r);
         __atomic_store_n(&n->loaded, 0, __ATOMIC_RELAXED);
         l->retried = 1;
+        if (rlock__conn_error(c)->code != 0) {
+            /* (The connection broke after the answer: nothing ran.) */
+            res->rc = net_error(n, rlock__conn_error(c), "request",
+                                n->cfg->request_timeout_ms, &res->err);
+            leg_done(l, 1);
+            return 0;
+        }
         if (leg_queue(l, req, l->ask_flag, 1, res) == RLOCK_OK)
             return 1;
-        leg_done(l, 1);
+        leg_break(l);
         return 0;
     }
     leg_done(l, rlock__conn_error(c)->code != 0);
@@ -1576,12 +1630,12 @@ void rlock__xchg_start(rlock__xchg *x, rlock__node **nodes, int n,
             if (rlock__conn_append(l->conn, 1, ping, NULL) != RLOCK_OK) {
                 rlock__err_set(&res->r[i].err, res->r[i].rc = RLOCK_ENOMEM,
                                "out of memory");
-                leg_done(l, 1);
+                leg_break(l);
                 continue;
             }
             l->want = (size_t)l->hs + 1;
         } else if (leg_queue(l, req, l->ask_flag, 0, &res->r[i]) != RLOCK_OK) {
-            leg_done(l, 1);
+            leg_break(l);
             continue;
         }
         any = 1;
@@ -1704,7 +1758,7 @@ static int legs_pooled(rlock__xchg *x)
         if (rc != RLOCK_OK)
             continue;
         if (leg_queue(l, x->req, l->ask_flag, 0, r) != RLOCK_OK) {
-            leg_done(l, 1);
+            leg_break(l);
             continue;
         }
         more = 1;
