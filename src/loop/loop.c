@@ -456,33 +456,40 @@ void rlock__loop_unwatch(rlock__loop *l, int fd)
         }
 }
 
-/* t's round is over: its connections are no longer watched, before
- * rlock__bexec_after hands them back, which may close them (a loop must
- * stop watching a descriptor before it is closed: epoll forgets a closed
- * one, libuv forbids it, and its number may come back at once for
- * another connection that a watch set compared by number would then
- * never register). */
+/* t's round lets go of conns[i]: no longer watched for t (nor at all, if
+ * no other task waits on it), before its leg hands it back, which may
+ * close it (a loop must stop watching a descriptor before it is closed:
+ * epoll forgets a closed one, libuv forbids it, and its number may come
+ * back at once for another connection that a watch set compared by
+ * number would then never register). round_over: the whole round is
+ * over, and rlock__bexec_after hands them back. */
+static void round_leave(rlock__loop *l, rlock__task *t, int i)
+{
+    int fd;
+
+    if (!t->io->conns[i])
+        return;
+    fd = rlock__conn_fd(t->io->conns[i]);
+    fd_unlink(l, &t->io->links[i]);
+    if (fd >= 0 && fd < l->capfd && l->fds[fd].head) {
+        /* Other tasks wait on it: theirs may be the next replies in line
+         * now. */
+        nudge(l, fd);
+    } else if (!(fd >= 0 && fd < l->capfd &&
+                 l->fds[fd].conn == t->io->conns[i] &&
+                 l->fds[fd].now == POLLIN)) {
+        rlock__loop_unwatch(l, fd); /* (else kept watched for the next
+                                       request) */
+    }
+    t->io->conns[i] = NULL; /* (the leg's, which may give it back now) */
+}
+
 static void round_over(rlock__loop *l, rlock__task *t)
 {
     int i;
 
-    for (i = 0; i < t->n; i++) {
-        int fd;
-        if (!t->io->conns[i])
-            continue;
-        fd = rlock__conn_fd(t->io->conns[i]);
-        fd_unlink(l, &t->io->links[i]);
-        if (fd >= 0 && fd < l->capfd && l->fds[fd].head) {
-            /* Other tasks wait on it: theirs may be the next replies in
-             * line now. */
-            nudge(l, fd);
-            continue;
-        }
-        if (!(fd >= 0 && fd < l->capfd && l->fds[fd].conn == t->io->conns[i] &&
-              l->fds[fd].now == POLLIN))
-            rlock__loop_unwatch(l, fd); /* (else kept watched for the next
-                                           request) */
-    }
+    for (i = 0; i < t->n; i++)
+        round_leave(l, t, i);
     rlock__bexec_after(&t->io->b);
     /* Nothing of the round is the task's any more. */
     t->state = T_STEP;
@@ -664,11 +671,15 @@ void rlock__loop_cancel(rlock__loop *l, rlock__task *t)
         /* Legs waiting for a pooled connection leave the queue first: the
          * round's end must not hand them one only to fail it. */
         rlock__bexec_unpool(&t->io->b);
+        /* A leg that gives up may give its connection back at once (the
+         * last on a shared one): the loop lets go of it first. */
         for (i = 0; i < t->n; i++)
             if (t->io->conns[i] &&
-                !rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
+                !rlock__bexec_settled(&t->io->b, i, t->io->want[i])) {
+                round_leave(l, t, i);
                 rlock__bexec_fail(&t->io->b, i, RLOCK_ECANCELED,
                                   "the call was canceled");
+            }
         round_over(l, t);
         if (!rlock__bexec_abort(&t->io->b)) {
             rlock__results_init(&t->slot->res, 0);
