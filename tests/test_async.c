@@ -108,6 +108,23 @@ static int al_extend(rt_aloop *p, rlock_async_mutex *m, int64_t lease_ms)
     return s.status;
 }
 
+/* An async client of s on p, with two handles on name (5 s leases). */
+static rlock_async *open_two(rt_server *s, rt_aloop *p, const char *name,
+                             rlock_async_mutex **m1, rlock_async_mutex **m2)
+{
+    rlock_async *a;
+    rlock_mutex_opts mo;
+    int err;
+
+    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
+    rt_al_attach(p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 5000;
+    CHECK((*m1 = rlock_async_mutex_new(a, name, &mo, &err)) != NULL);
+    CHECK((*m2 = rlock_async_mutex_new(a, name, &mo, &err)) != NULL);
+    return a;
+}
+
 /*
  * The mutex's calls through the generic hooks: a try, a busy try of
  * another handle, re-entry counted per handle, an extension, the token
@@ -117,19 +134,10 @@ static int al_extend(rt_aloop *p, rlock_async_mutex *m, int64_t lease_ms)
 TEST(async_lock_unlock_and_extend_through_the_hooks)
 {
     rt_server *s = rt_server_start(NULL);
-    rlock_async *a;
     rlock_async_mutex *m1, *m2;
-    rlock_mutex_opts mo;
     uint64_t t1 = 0, t2 = 0, t3 = 0;
     rt_aloop p;
-    int err;
-
-    CHECK((a = rlock_async_open(rt_server_url(s), NULL, &err)) != NULL);
-    rt_al_attach(&p, a);
-    rlock_mutex_opts_init(&mo);
-    mo.lease_ms = 5000;
-    CHECK((m1 = rlock_async_mutex_new(a, "as-basic", &mo, &err)) != NULL);
-    CHECK((m2 = rlock_async_mutex_new(a, "as-basic", &mo, &err)) != NULL);
+    rlock_async *a = open_two(s, &p, "as-basic", &m1, &m2);
 
     CHECK_RC(al_lock(&p, m1, 0, &t1), RLOCK_OK);
     CHECK(t1 > 0);
@@ -154,6 +162,162 @@ TEST(async_lock_unlock_and_extend_through_the_hooks)
     CHECK_INT(p.n, ==, 0); /* every descriptor forgotten */
     CHECK_INT(p.due_ms, ==, -1);
     CHECK_INT(p.cleanups, ==, 1);
+    rt_server_stop(s);
+}
+
+/* Draws m's token and turns until the callback: its status. */
+static int al_fence(rt_aloop *p, rlock_async_mutex *m, uint64_t *token)
+{
+    seen s;
+
+    memset(&s, 0, sizeof s);
+    CHECK_RC(rlock_async_fence(m, lock_cb, &s), RLOCK_OK);
+    CHECK_INT(s.calls, ==, 0);
+    rt_al_until(p, &s.calls, 20000);
+    CHECK_INT(s.calls, ==, 1);
+    CHECK(s.m == m);
+    *token = s.token;
+    return s.status;
+}
+
+/* m's tokens on demand, a lock (lean: token 0), and its token drawn,
+ * greater than prev: that token (the hold is kept). */
+static uint64_t lean_then_fence(rt_aloop *p, rlock_async_mutex *m,
+                                uint64_t prev)
+{
+    uint64_t t = 1, ft = 0;
+
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_OK);
+    CHECK_RC(al_lock(p, m, 0, &t), RLOCK_OK);
+    CHECK(t == 0);
+    CHECK_RC(al_fence(p, m, &ft), RLOCK_OK);
+    CHECK(ft > prev);
+    return ft;
+}
+
+/*
+ * A handle whose tokens come on demand: an uncontended lock is a bare SET
+ * NX PX (counted by the server) with token 0; rlock_async_fence draws the
+ * token within the hold, greater than every token before it, and from
+ * then on the handle's locks draw theirs at once; asking for on demand
+ * again makes them lean again. A lock that waited in the queue has its
+ * token either way. A fence of nothing, a fence beside a pending call,
+ * bad arguments are refused; a pending fence can be canceled.
+ */
+TEST(async_tokens_on_demand_are_drawn_by_fence)
+{
+    rt_server *s = rt_server_start(NULL);
+    rlock_client *c = rt_client(rt_server_url(s), NULL);
+    rlock_mutex *holder = rt_mutex(c, "as-lean", NULL);
+    rlock_async_mutex *m, *other;
+    uint64_t t = 1, ft = 0, ft2 = 0, prev;
+    seen pending, fence_seen;
+    rt_aloop p;
+    rlock_async *a = open_two(s, &p, "as-lean", &m, &other);
+    int i;
+
+    /* A token drawn by the default handle first: every later one is
+     * greater. */
+    CHECK_RC(al_lock(&p, other, 0, &prev), RLOCK_OK);
+    CHECK(prev > 0);
+    CHECK_RC(al_unlock(&p, other), RLOCK_OK);
+
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_OK);
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK); /* the pool warmed */
+    CHECK(t == 0);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    freeReplyObject(rt_cmd(s, "CONFIG RESETSTAT"));
+    for (i = 0; i < 5; i++) {
+        t = 1;
+        CHECK_RC(al_lock(&p, m, i % 2 ? 0 : 1000, &t), RLOCK_OK);
+        CHECK(t == 0);
+        CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    }
+    /* Lean: SET NX PX to take, the release's script to let go. */
+    CHECK_INT(rt_cmdstat_calls(s, "set"), ==, 5);
+    CHECK_INT(rt_cmdstat_calls(s, "evalsha"), ==, 5);
+    CHECK_INT(rt_cmdstat_calls(s, "eval"), ==, 0);
+
+    /* Nothing held: nothing to fence; but the handle asked for tokens,
+     * and its next acquisition draws its own at once. */
+    CHECK_RC(al_fence(&p, m, &ft), RLOCK_ENOTOWNER);
+    CHECK(ft == 0);
+    CHECK(strlen(rlock_async_errmsg(m)) > 0);
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK);
+    CHECK(t > prev);
+    prev = t;
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+
+    ft = lean_then_fence(&p, m, prev);
+    CHECK_RC(al_fence(&p, m, &ft2), RLOCK_OK); /* the hold keeps it */
+    CHECK(ft2 == ft);
+    /* A re-entry's callback has the hold's token. */
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK);
+    CHECK(t == ft);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+
+    /* Asked once: later acquisitions draw theirs at once. */
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK);
+    CHECK(t > ft);
+    prev = t;
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    /* On demand again: lean again. */
+    prev = lean_then_fence(&p, m, prev);
+
+    /* Beside a pending call, a fence is refused; a pending fence can be
+     * canceled (its callback before the cancel returns). */
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_OK);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK);
+    CHECK(t == 0);
+    memset(&pending, 0, sizeof pending);
+    memset(&fence_seen, 0, sizeof fence_seen);
+    CHECK_RC(rlock_async_fence(m, lock_cb, &pending), RLOCK_OK);
+    CHECK_RC(rlock_async_fence(m, lock_cb, &fence_seen), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &fence_seen), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    CHECK_INT(pending.calls, ==, 1);
+    CHECK(pending.status == RLOCK_ECANCELED || pending.status == RLOCK_OK);
+    CHECK(pending.status == RLOCK_OK ? pending.token > prev
+                                     : pending.token == 0);
+    CHECK_INT(fence_seen.calls, ==, 0);
+    /* Still held, and a token can still be drawn. */
+    CHECK_RC(al_fence(&p, m, &ft), RLOCK_OK);
+    CHECK(ft > prev);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+
+    /* Waited in the queue: its token comes with it, on demand or not. */
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_OK);
+    CHECK_RC(rlock_mutex_lock(holder), RLOCK_OK);
+    memset(&pending, 0, sizeof pending);
+    CHECK_RC(rlock_async_lock(m, 10000, lock_cb, &pending), RLOCK_OK);
+    rt_al_for(&p, 100);
+    CHECK_INT(pending.calls, ==, 0);
+    CHECK_RC(rlock_mutex_unlock(holder), RLOCK_OK);
+    rt_al_until(&p, &pending.calls, 20000);
+    CHECK_RC(pending.status, RLOCK_OK);
+    CHECK(pending.token > ft);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+
+    /* Bad input. */
+    CHECK_RC(rlock_async_mutex_tokens(NULL, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_EINVAL);
+    CHECK_RC(rlock_async_mutex_tokens(m, 2), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_mutex_tokens(m, -1), RLOCK_EINVAL);
+    CHECK(strlen(rlock_async_errmsg(m)) > 0);
+    CHECK_RC(rlock_async_fence(NULL, lock_cb, &pending), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_fence(m, NULL, &pending), RLOCK_EINVAL);
+    CHECK_INT(rt_cmd_int(s, "EXISTS {rlock:as-lean}"), ==, 0);
+
+    rlock_async_mutex_free(other);
+    rlock_async_close(a);
+    rlock_mutex_free(holder);
+    rlock_client_close(c);
     rt_server_stop(s);
 }
 
@@ -535,6 +699,7 @@ typedef struct other_thread {
     rlock_async *a;
     rlock_async_mutex *m;
     int rc_lock, rc_cancel, rc_stats, rc_extend, rc_unlock, rc_attach;
+    int rc_fence, rc_tokens;
     rlock_async_mutex *made;
     int err;
     char msg[256];
@@ -551,6 +716,8 @@ static void *other_main(void *arg)
     o->rc_lock = rlock_async_lock(o->m, 0, lock_cb, NULL);
     o->rc_unlock = rlock_async_unlock(o->m, done_cb, NULL);
     o->rc_extend = rlock_async_extend(o->m, 1000, done_cb, NULL);
+    o->rc_fence = rlock_async_fence(o->m, lock_cb, NULL);
+    o->rc_tokens = rlock_async_mutex_tokens(o->m, RLOCK_ASYNC_TOKENS_ON_DEMAND);
     o->rc_stats = rlock_async_stats(o->a, &st);
     o->rc_attach = rlock_async_attach(o->a, &h);
     rlock_async_ready(o->a, 0, RLOCK_ASYNC_READ); /* does nothing */
@@ -601,6 +768,7 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK((m = rlock_async_mutex_new(a, "as-bad", NULL, &err)) != NULL);
     /* Not attached yet. */
     CHECK_RC(rlock_async_lock(m, 0, lock_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_fence(m, lock_cb, &s1), RLOCK_EINVAL);
     memset(&h, 0, sizeof h);
     CHECK_RC(rlock_async_attach(a, &h), RLOCK_EINVAL);
     CHECK_RC(rlock_async_attach(NULL, &h), RLOCK_EINVAL);
@@ -614,6 +782,11 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK_RC(rlock_async_unlock(m, NULL, NULL), RLOCK_EINVAL);
     CHECK_RC(rlock_async_extend(m, 0, done_cb, &s1), RLOCK_EINVAL);
     CHECK_RC(rlock_async_extend(m, -5, done_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_fence(NULL, lock_cb, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_fence(m, NULL, &s1), RLOCK_EINVAL);
+    CHECK_RC(rlock_async_mutex_tokens(NULL, RLOCK_ASYNC_TOKENS_AT_ONCE),
+             RLOCK_EINVAL);
+    CHECK_RC(rlock_async_mutex_tokens(m, 5), RLOCK_EINVAL);
     CHECK_RC(rlock_async_cancel(NULL), RLOCK_EINVAL);
     {
         int64_t left = 7;
@@ -662,6 +835,8 @@ TEST(async_bad_input_is_refused_and_changes_nothing)
     CHECK_RC(o.rc_extend, RLOCK_EINVAL);
     CHECK_RC(o.rc_unlock, RLOCK_EINVAL);
     CHECK_RC(o.rc_attach, RLOCK_EINVAL);
+    CHECK_RC(o.rc_fence, RLOCK_EINVAL);
+    CHECK_RC(o.rc_tokens, RLOCK_EINVAL);
     CHECK(o.made == NULL);
     CHECK_RC(o.err, RLOCK_EINVAL);
     CHECK(strstr(o.msg, "thread") != NULL);

@@ -221,6 +221,44 @@ RLOCK_API int rlock_async_extend(rlock_async_mutex *m, int64_t lease_ms,
                                  void *arg);
 
 /*
+ * The fencing token of m's hold: drawn now if the hold has none yet (a
+ * lock of a handle whose tokens come on demand, see
+ * rlock_async_mutex_tokens), else the one the hold has, as
+ * rlock_mutex_fence. cb (not NULL) gets RLOCK_OK and the token, or an
+ * error and token 0: RLOCK_ENOTOWNER (m holds nothing), RLOCK_ELOST (the
+ * hold is gone, or its lease ended before the token came), RLOCK_EREPLICAS,
+ * RLOCK_ECANCELED, the connection and server errors. Once asked, m's later
+ * acquisitions draw their token at once. It is a pending call of m like a
+ * lock (one at a time; rlock_async_cancel ends it). Returns RLOCK_OK if
+ * the call started, else RLOCK_EINVAL.
+ */
+RLOCK_API int rlock_async_fence(rlock_async_mutex *m,
+                                void (*cb)(rlock_async_mutex *m, int status,
+                                           uint64_t token, void *arg),
+                                void *arg);
+
+/* rlock_async_mutex_tokens: when a lock's callback has its token. */
+#define RLOCK_ASYNC_TOKENS_AT_ONCE 0
+#define RLOCK_ASYNC_TOKENS_ON_DEMAND 1
+
+/*
+ * When m's acquisitions draw their fencing token.
+ * RLOCK_ASYNC_TOKENS_AT_ONCE (a new handle's): every fresh acquisition
+ * draws it, and the lock's callback gets it; Redis runs a script for each.
+ * RLOCK_ASYNC_TOKENS_ON_DEMAND: as the blocking API does by default, an
+ * acquisition while nobody contends the name (native layout, one copy:
+ * not Redlock) is a bare SET NX PX and the callback gets token 0;
+ * rlock_async_fence draws the token when the holder needs it, and from then on
+ * m's acquisitions draw theirs at once again (call this again to go back). An
+ * acquisition that waited in the queue, or of a layout that always draws, has
+ * its token either way. Redis then spends on an uncontended lock and unlock
+ * what the bare commands cost, about a third of the scripted form's
+ * (docs/performance.md). Applies from m's next acquisition. RLOCK_OK, or
+ * RLOCK_EINVAL (NULL or freed m, another thread, when not one of the two).
+ */
+RLOCK_API int rlock_async_mutex_tokens(rlock_async_mutex *m, int when);
+
+/*
  * How long m's hold lasts as this client counts it, asking nothing of
  * Redis, as rlock_mutex_lease_left: RLOCK_OK with *left_ms > 0 while the
  * hold lasts; RLOCK_ELOST if it was lost or its counted lease has ended

@@ -29,7 +29,7 @@
 #include "loop/loop.h"
 #include "util/clock.h"
 
-enum { K_LOCK, K_UNLOCK, K_EXTEND };
+enum { K_LOCK, K_UNLOCK, K_EXTEND, K_FENCE };
 
 /* One call in flight, or ended and waiting for its callback. */
 typedef struct acall {
@@ -44,8 +44,8 @@ typedef struct acall {
     uint64_t token, nonce;
     int64_t t0, hint_ms, lease_ms;
     rlock__call call;
-    /* By kind: a lock's callback, or an unlock's or an extend's (a
-     * pending wait keeps one pointer, not two). */
+    /* By kind: a lock's or a fence's callback, or an unlock's or an
+     * extend's (a pending wait keeps one pointer, not two). */
     union {
         void (*lock)(rlock_async_mutex *m, int status, uint64_t token,
                      void *arg);
@@ -88,6 +88,7 @@ struct rlock_async_mutex {
     rlock_async_mutex *prev, *next;
     acall *pending;
     int freed; /* freed by the application at depth > 0: gone later */
+    int on_demand; /* RLOCK_ASYNC_TOKENS_ON_DEMAND: locks draw no token */
     void (*on_lost)(rlock_mutex *m, void *arg);
     void *on_lost_arg;
     char *errmsg; /* RLOCK__ERR_MAX bytes from the first error (NULL) */
@@ -288,8 +289,8 @@ static void lock_ended(acall *ac, int rc, uint64_t token)
 
 /* The lock's token: from the hold, where the acquisition drew it (the
  * handle asks for tokens at once); else a request of its own, unless the
- * call is being canceled (then token 0: the hold is still the handle's,
- * as rlock_async_cancel says). */
+ * call is being canceled or the handle's tokens come on demand (then
+ * token 0: the hold is still the handle's, as rlock_async_cancel says). */
 static void token_stage(acall *ac)
 {
     rlock_async *a = ac->am->a;
@@ -302,6 +303,7 @@ static void token_stage(acall *ac)
         return;
     }
     rlock__fence_op_init(ac->op.fence, &ac->call, ac->am->m, ac->t.owner);
+    ac->op.fence->peek = ac->am->on_demand;
     if (rlock__fence_step(ac->op.fence, &slot) == RLOCK__STEP_DONE) {
         lock_ended(ac, ac->op.fence->rc, ac->op.fence->token);
         return;
@@ -348,6 +350,10 @@ static void task_done(rlock__task *t)
     case K_UNLOCK:
         end_call(ac, ac->op.release->rc);
         return;
+    case K_FENCE:
+        ac->token = ac->op.fence->rc == RLOCK_OK ? ac->op.fence->token : 0;
+        end_call(ac, ac->op.fence->rc);
+        return;
     default:
         rc = ac->op.extend->rc;
         if (rc == RLOCK_OK)
@@ -363,7 +369,7 @@ static void call_back(acall *ac)
     rlock_async_mutex *am = ac->am;
 
     am->pending = NULL;
-    if (ac->kind == K_LOCK)
+    if (ac->kind == K_LOCK || ac->kind == K_FENCE)
         ac->cb.lock(am, ac->rc, ac->rc == RLOCK_OK ? ac->token : 0, ac->arg);
     else
         ac->cb.other(am, ac->rc, ac->arg);
@@ -786,6 +792,44 @@ int rlock_async_extend(rlock_async_mutex *am, int64_t lease_ms,
     ac->t.step = (rlock__step_fn)rlock__extend_step;
     ac->t.op = ac->op.extend;
     return call_start(ac);
+}
+
+int rlock_async_fence(rlock_async_mutex *am,
+                      void (*cb)(rlock_async_mutex *m, int status,
+                                 uint64_t token, void *arg),
+                      void *arg)
+{
+    acall *ac;
+    int rc;
+
+    if (!(ac = call_new(am, cb != NULL, sizeof *ac->op.fence, &rc)))
+        return rc;
+    ac->kind = K_FENCE;
+    ac->cb.lock = cb;
+    ac->arg = arg;
+    /* (A handle that asks wants tokens: the op marks its mutex.) */
+    rlock__fence_op_init(ac->op.fence, &ac->call, am->m, ac->t.owner);
+    ac->t.step = (rlock__step_fn)rlock__fence_step;
+    ac->t.op = ac->op.fence;
+    return call_start(ac);
+}
+
+int rlock_async_mutex_tokens(rlock_async_mutex *am, int when)
+{
+    if (!am || !on_thread(am->a) || am->freed ||
+        (when != RLOCK_ASYNC_TOKENS_AT_ONCE &&
+         when != RLOCK_ASYNC_TOKENS_ON_DEMAND))
+        return fail_call(am && on_thread(am->a) && !am->freed ? am : NULL,
+                         RLOCK_EINVAL,
+                         "the mutex is NULL, freed or not the loop thread's, "
+                         "or when is not RLOCK_ASYNC_TOKENS_AT_ONCE or "
+                         "RLOCK_ASYNC_TOKENS_ON_DEMAND");
+    am->on_demand = when == RLOCK_ASYNC_TOKENS_ON_DEMAND;
+    if (am->on_demand)
+        rlock__tokens_on_demand(am->m);
+    else
+        rlock__want_tokens(am->m);
+    return RLOCK_OK;
 }
 
 int rlock_async_lease_left(rlock_async_mutex *am, int64_t *left_ms)

@@ -68,6 +68,12 @@ int rlock__lease_left(rlock__call *call, rlock_mutex *m, rlock__as owner,
  * to its callback). */
 void rlock__want_tokens(rlock_mutex *m);
 
+/* Makes m's acquisitions that nobody contends lean again (no token drawn
+ * until asked for), as a new mutex's are. Only the form of the next
+ * acquisitions changes: a lean hold draws its token within its hold,
+ * which keeps every token greater than those of the holds before. */
+void rlock__tokens_on_demand(rlock_mutex *m);
+
 /* Forgets one level of owner's hold of m without telling Redis: the last
  * level forgets the hold (its lease runs out); an inner one only lowers
  * the client's count. */

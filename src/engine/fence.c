@@ -64,6 +64,11 @@ void rlock__want_tokens(rlock_mutex *m)
     __atomic_store_n(&m->fenced, 1, __ATOMIC_RELAXED);
 }
 
+void rlock__tokens_on_demand(rlock_mutex *m)
+{
+    __atomic_store_n(&m->fenced, 0, __ATOMIC_RELAXED);
+}
+
 void rlock__fence_op_init(rlock__fence_op *f, rlock__call *call, rlock_mutex *m,
                           rlock__as owner)
 {
@@ -72,6 +77,7 @@ void rlock__fence_op_init(rlock__fence_op *f, rlock__call *call, rlock_mutex *m,
     f->owner = owner;
     f->stage = 0;
     f->rc = RLOCK_OK;
+    f->peek = 0;
     f->token = 0;
 }
 
@@ -115,11 +121,12 @@ int rlock__fence_step(rlock__fence_op *f, rlock__slot **slot)
     uint64_t got = 0;
 
     if (f->stage == 0) {
-        rlock__want_tokens(m);
+        if (!f->peek)
+            rlock__want_tokens(m);
         pthread_mutex_lock(&c->mu);
         f->rc = look(call, m, f->owner, &f->token, &f->nonce, &f->serial);
         pthread_mutex_unlock(&c->mu);
-        if (f->rc != RLOCK_OK || f->token != 0)
+        if (f->rc != RLOCK_OK || f->token != 0 || f->peek)
             return RLOCK__STEP_DONE;
         if (!m->layout->fence) {
             f->rc = rlock__fail(call, RLOCK_EPROTO,

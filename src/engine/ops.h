@@ -217,6 +217,10 @@ typedef struct rlock__fence_op {
     rlock__as owner;
     int stage;
     int rc;
+    /* Set after init: only the token the hold has (0: none yet) is read;
+     * nothing is asked of Redis and m is not marked (the async API's
+     * lock, on a handle that draws tokens on demand). */
+    int peek;
     uint64_t token, nonce, serial;
     char who[RLOCK__OWNER_MAX];
     rlock__slot s;

@@ -7,8 +7,11 @@
  * worked on while the owner asks how much lease is left
  * (rlock_async_lease_left) every 15 to 30 ms, re-entered, let go a level
  * at a time, extended, and let go; each owner's handle is its owner, a
- * new one for each hold. Every call goes to the log with its start and
- * the time its callback came, as the blocking workers log theirs.
+ * new one for each hold. Half of the handles draw tokens on demand
+ * (rlock_async_mutex_tokens): their holds are taken lean, and most draw
+ * their token with rlock_async_fence at once, some later in the body.
+ * Every call goes to the log with its start and the time its callback
+ * came, as the blocking workers log theirs.
  *
  * A callback never blocks here: on_lost does not stall (a stalled loop is
  * the application's own doing, and would delay every call of the worker
@@ -50,7 +53,8 @@ typedef struct aowner {
     rlock_async_mutex *m;
     int name, how, level, lost, tries, steps, called;
     int64_t wait_ms, t0, work_until, loss_until, arg;
-    int kind; /* of the body's call pending: EV_ACQ, EV_REL, EV_EXT */
+    int kind; /* of the call pending: EV_ACQ, EV_REL, EV_EXT, EV_TOKEN */
+    int lean; /* the handle's tokens come on demand */
 } aowner;
 
 typedef struct aloop {
@@ -137,6 +141,8 @@ static void seen_lost(aowner *ow)
     at(ow, A_RELEASE, ex_now_ns());
 }
 
+static void fenced(rlock_async_mutex *m, int rc, uint64_t token, void *arg);
+
 static void locked(rlock_async_mutex *m, int rc, uint64_t token, void *arg)
 {
     aowner *ow = arg;
@@ -151,11 +157,21 @@ static void locked(rlock_async_mutex *m, int rc, uint64_t token, void *arg)
             at(ow, A_RELEASE, t1);
             return;
         }
+        ow->steps = (int)ex_range(&ow->r, 1, 4);
+        /* A lean hold draws its token now, from the callback, as a
+         * holder that fences before it acts does. */
+        if (token == 0 && ex_chance(&ow->r, 70)) {
+            ow->t0 = t1;
+            ow->kind = EV_TOKEN;
+            at(ow, A_CALL, 0);
+            if (rlock_async_fence(ow->m, fenced, ow) != RLOCK_OK)
+                at(ow, A_RELEASE, t1);
+            return;
+        }
         if (!left(ow)) {
             seen_lost(ow);
             return;
         }
-        ow->steps = (int)ex_range(&ow->r, 1, 4);
         at(ow, A_BODY, t1);
         return;
     }
@@ -166,6 +182,23 @@ static void locked(rlock_async_mutex *m, int rc, uint64_t token, void *arg)
         ow->level = 0;
     note(ow, EV_ACQ, ow->t0, t1, rc, ow->level, 1, ow->how, 0, 0);
     if (rc == RLOCK_OK && !left(ow)) {
+        seen_lost(ow);
+        return;
+    }
+    at(ow, A_BODY, t1);
+}
+
+/* A token drawn: the hold goes on unless that found it gone (lost: a
+ * loss notice follows, and the level is let go as after any loss). */
+static void fenced(rlock_async_mutex *m, int rc, uint64_t token, void *arg)
+{
+    aowner *ow = arg;
+    int64_t t1 = ex_now_ns();
+
+    (void)m;
+    note(ow, EV_TOKEN, ow->t0, t1, rc, ow->level, 0, 0, 0, token);
+    ow->kind = 0;
+    if (rc == RLOCK_ELOST || !left(ow)) {
         seen_lost(ow);
         return;
     }
@@ -233,6 +266,9 @@ static void start_hold(aowner *ow)
         at(ow, A_IDLE, ex_now_ns() + 30 * MS);
         return;
     }
+    ow->lean = ex_chance(&ow->r, 50);
+    if (ow->lean)
+        rlock_async_mutex_tokens(ow->m, RLOCK_ASYNC_TOKENS_ON_DEMAND);
     ow->t0 = ex_now_ns();
     at(ow, A_LOCKING, 0);
     if (rlock_async_lock(ow->m,
@@ -277,6 +313,9 @@ static void body(aowner *ow)
     } else if (pick < 70 && ow->level > 1) {
         ow->kind = EV_REL;
         rc = rlock_async_unlock(ow->m, done, ow);
+    } else if (pick < 78 && ow->lean) {
+        ow->kind = EV_TOKEN;
+        rc = rlock_async_fence(ow->m, fenced, ow);
     } else {
         ow->kind = EV_EXT;
         ow->arg = ex_range(&ow->r, lease / 4, p->extend_max_ms);

@@ -49,7 +49,7 @@ else
         fail "async renewals: $(cat "$out/text")"
     grep -Eq '^async waiters: [0-9]+ queued in [0-9.]+ s; client heap [0-9]+ bytes per waiter$' "$out/text" ||
         fail "async waiters: $(cat "$out/text")"
-    [ "$(grep -Ec '^async chains C=(1|16|256) +rlock +[0-9]+ pairs/s, hiredis async floor +[0-9]+ pairs/s: [0-9.]+x$' "$out/text")" = 3 ] ||
+    [ "$(grep -Ec '^async chains C=(1|16|256) +rlock +[0-9]+ pairs/s \(tokens on demand +[0-9]+\), hiredis async floor +[0-9]+ pairs/s: [0-9.]+x \([0-9.]+x\)$' "$out/text")" = 3 ] ||
         fail "async chains: $(cat "$out/text")"
 fi
 
