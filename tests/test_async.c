@@ -1545,6 +1545,64 @@ TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
 }
 
 /*
+ * A request with WAIT has a connection of its own (never shared). A
+ * re-entry whose WAIT is in progress (the replica stopped) is canceled:
+ * what went out may still run, so its connection is kept owing, never
+ * closed, and later requests go behind it on it; the unlock after it
+ * needs no new connection. (Closing it would let a later request of the
+ * owner overtake the re-entry on another.)
+ */
+TEST(async_a_canceled_request_with_wait_keeps_its_connection)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_server *r = rt_replica_start(s, NULL, NULL);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    rt_aloop p;
+    long long conns;
+    seen v;
+    int err, rc;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    co.sync_replicas = 1;
+    co.sync_timeout_ms = 2000;
+    CHECK((a = rlock_async_open(rt_server_url(s), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 20000;
+    CHECK((m = rlock_async_mutex_new(a, "as-wait-owe", &mo, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    conns = rt_info_field(s, "stats", "total_connections_received");
+
+    rt_server_pause(r);
+    memset(&v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &v), RLOCK_OK); /* re-entry */
+    rt_al_for(&p, 200);
+    CHECK_INT(v.calls, ==, 0); /* its WAIT waits for the replica */
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    CHECK_INT(v.calls, ==, 1);
+    CHECK_RC(v.status, RLOCK_ECANCELED);
+    rt_server_resume(r);
+    rt_al_for(&p, 300);
+    /* Let go of what the client counts (one level, or two if the
+     * re-entry is counted); then nothing is held. */
+    while ((rc = al_unlock(&p, m)) == RLOCK_OK)
+        ;
+    CHECK_RC(rc, RLOCK_ENOTOWNER);
+    CHECK_INT(rt_lock_count(s, "as-wait-owe"), ==, 0);
+    CHECK_INT(rt_info_field(s, "stats", "total_connections_received"), ==,
+              conns);
+
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    rt_server_stop(r);
+    rt_server_stop(s);
+}
+
+/*
  * A lock canceled while its new connection's handshake is unanswered
  * (the server's replies held back): the connection is kept until the
  * answers come, and then closed, never pooled with a handshake nobody
