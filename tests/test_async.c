@@ -1603,6 +1603,56 @@ TEST(async_a_canceled_request_with_wait_keeps_its_connection)
 }
 
 /*
+ * Two locks share the one connection; the server answers the first and
+ * goes away, its answer and the end of the connection read in one go.
+ * The first keeps its answer (its replies came before the break); the
+ * second fails with the connection's error; the break is told to the
+ * client's observers once (counted once), by whichever leg sees it.
+ */
+TEST(async_a_shared_connection_that_breaks_is_told_once)
+{
+    rt_fake *f = rt_fake_start(RT_FAKE_CLOSE_SECOND, 0);
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m[3];
+    rlock_stats st = RLOCK_STATS_INIT;
+    seen v[2];
+    rt_aloop p;
+    int i, err;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    co.command_timeout_ms = 3000;
+    CHECK((a = rlock_async_open(rt_fake_url(f), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 20000;
+    for (i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "as-told-%d", i);
+        CHECK((m[i] = rlock_async_mutex_new(a, name, &mo, &err)) != NULL);
+        /* (Lean: a bare SET, which this server's "+OK" answers.) */
+        CHECK_RC(rlock_async_mutex_tokens(m[i], RLOCK_ASYNC_TOKENS_ON_DEMAND),
+                 RLOCK_OK);
+    }
+    CHECK_RC(al_lock(&p, m[0], 0, NULL), RLOCK_OK); /* the connection */
+    memset(v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m[1], 0, lock_cb, &v[0]), RLOCK_OK);
+    CHECK_RC(rlock_async_lock(m[2], 0, lock_cb, &v[1]), RLOCK_OK);
+    rt_al_until(&p, &v[0].calls, 10000);
+    rt_al_until(&p, &v[1].calls, 10000);
+    CHECK_RC(v[0].status, RLOCK_OK);
+    CHECK(v[1].status != RLOCK_OK && v[1].status != RLOCK_ECANCELED &&
+          v[1].status != RLOCK_ETIMEDOUT && v[1].status != RLOCK_ENOREPLY);
+    CHECK_RC(rlock_async_stats(a, &st), RLOCK_OK);
+    CHECK_INT(st.conn_errors, ==, 1);
+
+    rlock_async_close(a);
+    rt_fake_stop(f);
+}
+
+/*
  * A lock canceled while its new connection's handshake is unanswered
  * (the server's replies held back): the connection is kept until the
  * answers come, and then closed, never pooled with a handshake nobody

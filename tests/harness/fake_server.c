@@ -26,6 +26,7 @@ typedef struct fconn {
     int fd;
     redisReader *reader;
     int started;       /* the misbehaviour has begun */
+    int oks;           /* RT_FAKE_CLOSE_SECOND: requests answered */
     char out[OUT_MAX]; /* what is owed, written as fast as it goes */
     size_t out_len, out_off;
     int trickle; /* out goes one byte per TRICKLE_MS */
@@ -131,6 +132,10 @@ static void misbehave(rt_fake *f, fconn *c)
     case RT_FAKE_EXTRA_ARRAY:
         queue(c, "+OK\r\n*2\r\n:1\r\n", 13);
         break;
+    case RT_FAKE_CLOSE_SECOND:
+        if (c->oks < 2 && ++c->oks)
+            queue(c, "+OK\r\n", 5);
+        break;
     }
 }
 
@@ -170,6 +175,14 @@ static int conn_read(rt_fake *f, fconn *c)
         else
             answer_healthy(c, r);
         freeReplyObject(r);
+    }
+    if (f->mode == RT_FAKE_CLOSE_SECOND && c->oks == 2) {
+        /* Its answer and the end in one go (small: it fits the socket). */
+        ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL);
+        if (k > 0)
+            count(f, k);
+        return -1;
     }
     return 0;
 }

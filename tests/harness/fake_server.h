@@ -22,22 +22,27 @@
 #include <stddef.h>
 
 typedef enum rt_fake_mode {
-    RT_FAKE_SILENT,     /* reads, never answers */
-    RT_FAKE_TRICKLE,    /* a valid reply, one byte every 50 ms */
-    RT_FAKE_STALL,      /* half a reply, then nothing */
-    RT_FAKE_BULK,       /* "$999999999999", then bytes without end */
-    RT_FAKE_ARRAY,      /* "*2147483647", then nothing */
-    RT_FAKE_DEEP,       /* arrays nested nine deep */
-    RT_FAKE_GARBAGE,    /* bytes that are not RESP */
-    RT_FAKE_ZERO,       /* ":0" to every request: a fast form's "ask the
-                           full form", and to the full form too */
-    RT_FAKE_OK,         /* "+OK" to every request: the lean SET NX's "taken",
-                           and to every script too, which never says it */
-    RT_FAKE_EXTRA,      /* "+OK", then the start of a reply nobody asked for
-                           ("-ERR stray", no line end: left in the client's
-                           buffer), in one write, to every request */
-    RT_FAKE_EXTRA_ARRAY /* the same with "*2\r\n:1\r\n" (parsed into a
-                           reply that is not complete) */
+    RT_FAKE_SILENT,      /* reads, never answers */
+    RT_FAKE_TRICKLE,     /* a valid reply, one byte every 50 ms */
+    RT_FAKE_STALL,       /* half a reply, then nothing */
+    RT_FAKE_BULK,        /* "$999999999999", then bytes without end */
+    RT_FAKE_ARRAY,       /* "*2147483647", then nothing */
+    RT_FAKE_DEEP,        /* arrays nested nine deep */
+    RT_FAKE_GARBAGE,     /* bytes that are not RESP */
+    RT_FAKE_ZERO,        /* ":0" to every request: a fast form's "ask the
+                            full form", and to the full form too */
+    RT_FAKE_OK,          /* "+OK" to every request: the lean SET NX's "taken",
+                            and to every script too, which never says it */
+    RT_FAKE_EXTRA,       /* "+OK", then the start of a reply nobody asked for
+                            ("-ERR stray", no line end: left in the client's
+                            buffer), in one write, to every request */
+    RT_FAKE_EXTRA_ARRAY, /* the same with "*2\r\n:1\r\n" (parsed into a
+                            reply that is not complete) */
+    RT_FAKE_CLOSE_SECOND /* "+OK" to the first request of a connection;
+                            to the second "+OK", and the connection is
+                            closed at once, what came with it unanswered
+                            (a server that answered one request of a
+                            pipeline and went away) */
 } rt_fake_mode;
 
 typedef struct rt_fake rt_fake;
