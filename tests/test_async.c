@@ -1652,6 +1652,63 @@ TEST(async_a_shared_connection_that_breaks_is_told_once)
     rt_fake_stop(f);
 }
 
+static int64_t hold_first_conns_replies(void *arg, long conn_no, int dir,
+                                        size_t len)
+{
+    (void)len;
+    int on = __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE);
+
+    return conn_no == 0 && dir == RT_PROXY_TO_CLIENT && on ? 9000 : 0;
+}
+
+/*
+ * An extension's reply is held back past its deadline (500 ms) and past
+ * the time a connection may owe replies (5 s: ten deadlines). The
+ * connection, still owed that reply, is then closed, not given back to
+ * the pool: the unlock after it goes on a new connection, and no failure
+ * is reported but the extension's. Pooled, it would be found unfit when
+ * taken and reported as a connection the server closed.
+ */
+TEST(async_a_connection_owing_past_its_limit_is_closed_not_reused)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    rlock_stats st = RLOCK_STATS_INIT;
+    rt_aloop p;
+    int err, hold = 0;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    co.command_timeout_ms = 500;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 30000;
+    CHECK((m = rlock_async_mutex_new(a, "as-owe-limit", &mo, &err)) != NULL);
+    CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
+    rt_proxy_set_policy(px, hold_first_conns_replies, &hold);
+    __atomic_store_n(&hold, 1, __ATOMIC_RELEASE);
+    CHECK(al_extend(&p, m, 30000) != RLOCK_OK); /* its reply held */
+    __atomic_store_n(&hold, 0, __ATOMIC_RELEASE);
+    rt_al_for(&p, 5600); /* past the limit; the reply still held */
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_INT(rt_lock_count(s, "as-owe-limit"), ==, 0);
+    CHECK_INT(rt_proxy_accepted(px), ==, 2);
+    /* One failure: the extension's silence. The connection closed for
+     * owing too long is none (pooled, it would be found "closed by the
+     * server" when taken, a failure that never was). */
+    CHECK_RC(rlock_async_stats(a, &st), RLOCK_OK);
+    CHECK_INT(st.conn_errors, ==, 1);
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}
+
 /*
  * A lock canceled while its new connection's handshake is unanswered
  * (the server's replies held back): the connection is kept until the
