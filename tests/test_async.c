@@ -321,6 +321,80 @@ TEST(async_tokens_on_demand_are_drawn_by_fence)
     rt_server_stop(s);
 }
 
+/* Once armed, conn 0's requests after the first are held 1.5 s on their
+ * way to the server. */
+typedef struct second_held {
+    int armed, seen;
+} second_held;
+
+static int64_t hold_second_request(void *arg, long conn_no, int dir, size_t len)
+{
+    second_held *h = arg;
+
+    (void)len;
+    if (conn_no != 0 || dir != RT_PROXY_TO_SERVER ||
+        !__atomic_load_n(&h->armed, __ATOMIC_ACQUIRE))
+        return 0;
+    return __atomic_fetch_add(&h->seen, 1, __ATOMIC_ACQ_REL) >= 1 ? 1500 : 0;
+}
+
+/*
+ * A lock taken lean (tokens on demand) while its handle is switched to
+ * tokens at once draws its token after the acquisition, a request of its
+ * own; canceled while that request is held up, the lock was granted all
+ * the same: its callback says RLOCK_OK with token 0, and the hold stays
+ * the handle's (its unlock lets it go), as rlock_async_cancel says. (Had
+ * the cancel given the hold up, the key would stay, renewed by nobody.)
+ */
+TEST(async_a_lock_canceled_while_its_token_is_drawn_keeps_its_hold)
+{
+    rt_server *s = rt_server_start(NULL);
+    rt_proxy *px = rt_proxy_start(rt_server_port(s));
+    second_held held = {0, 0};
+    rlock_client_opts co;
+    rlock_mutex_opts mo;
+    rlock_async *a;
+    rlock_async_mutex *m;
+    rt_aloop p;
+    uint64_t t = 1;
+    seen v;
+    int err;
+
+    rlock_client_opts_init(&co);
+    co.max_connections = 1;
+    CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
+    rt_al_attach(&p, a);
+    rlock_mutex_opts_init(&mo);
+    mo.lease_ms = 20000;
+    CHECK((m = rlock_async_mutex_new(a, "as-cancel-token", &mo, &err)) != NULL);
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
+             RLOCK_OK);
+    CHECK_RC(al_lock(&p, m, 0, &t), RLOCK_OK); /* the connection */
+    CHECK(t == 0);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+
+    rt_proxy_set_policy(px, hold_second_request, &held);
+    __atomic_store_n(&held.armed, 1, __ATOMIC_RELEASE);
+    memset(&v, 0, sizeof v);
+    CHECK_RC(rlock_async_lock(m, 0, lock_cb, &v), RLOCK_OK); /* lean */
+    CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_AT_ONCE), RLOCK_OK);
+    rt_al_for(&p, 400); /* taken; its token's request held */
+    CHECK_INT(v.calls, ==, 0);
+    CHECK_INT(__atomic_load_n(&held.seen, __ATOMIC_ACQUIRE), ==, 2);
+    CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
+    CHECK_INT(v.calls, ==, 1);
+    CHECK_RC(v.status, RLOCK_OK);
+    CHECK(v.token == 0);
+    __atomic_store_n(&held.armed, 0, __ATOMIC_RELEASE);
+    CHECK_RC(al_unlock(&p, m), RLOCK_OK);
+    CHECK_INT(rt_lock_count(s, "as-cancel-token"), ==, 0);
+
+    rlock_async_mutex_free(m);
+    rlock_async_close(a);
+    rt_proxy_stop(px);
+    rt_server_stop(s);
+}
+
 /*
  * Waits on one loop are FIFO and woken by pub/sub: four handles wait
  * (with no limit, and with one) behind a fifth, holders of another client

@@ -189,11 +189,13 @@ RLOCK_API void rlock_async_mutex_free(rlock_async_mutex *m);
  * Acquires m's lock. wait_ms 0 tries once (RLOCK_EBUSY if another owner
  * holds it); > 0 waits up to that long (RLOCK_ETIMEDOUT), < 0 waits with
  * no limit; waiting is FIFO where the layout queues, woken by pub/sub.
- * cb (not NULL) gets status RLOCK_OK and the hold's fencing token, or an
- * error code and token 0: RLOCK_EBUSY, RLOCK_ETIMEDOUT, RLOCK_ECANCELED,
- * and the connection and server errors of rlock_mutex_lock. Held, with
- * the watchdog (lease_ms 0), the lock is renewed on the loop until
- * unlocked. Returns RLOCK_OK if the call started, else RLOCK_EINVAL.
+ * cb (not NULL) gets status RLOCK_OK and the hold's fencing token (0 for
+ * a lean hold of a handle whose tokens come on demand:
+ * rlock_async_mutex_tokens), or an error code and token 0: RLOCK_EBUSY,
+ * RLOCK_ETIMEDOUT, RLOCK_ECANCELED, and the connection and server errors of
+ * rlock_mutex_lock. Held, with the watchdog (lease_ms 0), the lock is renewed
+ * on the loop until unlocked. Returns RLOCK_OK if the call started, else
+ * RLOCK_EINVAL.
  */
 RLOCK_API int rlock_async_lock(rlock_async_mutex *m, int64_t wait_ms,
                                void (*cb)(rlock_async_mutex *m, int status,
@@ -230,7 +232,7 @@ RLOCK_API int rlock_async_extend(rlock_async_mutex *m, int64_t lease_ms,
  * RLOCK_ECANCELED, the connection and server errors. Once asked, m's later
  * acquisitions draw their token at once. It is a pending call of m like a
  * lock (one at a time; rlock_async_cancel ends it). Returns RLOCK_OK if
- * the call started, else RLOCK_EINVAL.
+ * the call started, else RLOCK_EINVAL or RLOCK_ENOMEM.
  */
 RLOCK_API int rlock_async_fence(rlock_async_mutex *m,
                                 void (*cb)(rlock_async_mutex *m, int status,
@@ -253,8 +255,9 @@ RLOCK_API int rlock_async_fence(rlock_async_mutex *m,
  * acquisition that waited in the queue, or of a layout that always draws, has
  * its token either way. Redis then spends on an uncontended lock and unlock
  * what the bare commands cost, about a third of the scripted form's
- * (docs/performance.md). Applies from m's next acquisition. RLOCK_OK, or
- * RLOCK_EINVAL (NULL or freed m, another thread, when not one of the two).
+ * (docs/performance.md). Applies from m's next acquisition attempt (a
+ * pending wait's next one included). RLOCK_OK, or RLOCK_EINVAL (NULL or
+ * freed m, another thread, when not one of the two).
  */
 RLOCK_API int rlock_async_mutex_tokens(rlock_async_mutex *m, int when);
 

@@ -277,8 +277,9 @@ static void task_done(rlock__task *t);
  * token could not be had is given up, forgotten (nobody renews it, and
  * its lease runs out), as rlock_with gives back a level it cannot fence,
  * so that a callback never says "failed" of a hold the handle keeps. (A
- * re-entry reads its token from memory: only a fresh hold, count 1, gets
- * here with an error.) */
+ * re-entry reads its token from memory, unless its hold was taken lean
+ * and the handle wants tokens at once now: then the level it took is the
+ * one given up.) */
 static void lock_ended(acall *ac, int rc, uint64_t token)
 {
     if (rc != RLOCK_OK && rc != RLOCK_ELOST)
@@ -330,7 +331,17 @@ static void task_done(rlock__task *t)
     switch (ac->kind) {
     case K_LOCK:
         if (ac->token_stage) {
-            lock_ended(ac, ac->op.fence->rc, ac->op.fence->token);
+            rlock__fence_op *f = ac->op.fence;
+            /* Canceled while its token was being drawn (a lean hold, on a
+             * handle that wants tokens at once now): granted all the
+             * same, token 0, as rlock_async_cancel says; the hold stays
+             * the handle's. */
+            if (ac->canceled && f->rc != RLOCK_OK && f->rc != RLOCK_ELOST) {
+                ac->token = 0;
+                end_call(ac, still_held(ac, RLOCK_OK));
+                return;
+            }
+            lock_ended(ac, f->rc, f->token);
             return;
         }
         if (ac->try_once) {

@@ -135,7 +135,8 @@ struct rlock_mutex {
     int counts_here;
     /* A caller asked for a fencing token through this handle: its
      * acquisitions draw one at once (the fenced fast form) rather than
-     * when asked (the lean form, and a round trip more). Set once, read
+     * when asked (the lean form, and a round trip more). Set when asked
+     * (cleared only by an async handle set to draw tokens on demand), read
      * with relaxed atomics: a hint too. */
     int fenced;
     /* on_lost callbacks of this mutex under way (mu): rlock_mutex_free

@@ -9,7 +9,8 @@
  * at a time, extended, and let go; each owner's handle is its owner, a
  * new one for each hold. Half of the handles draw tokens on demand
  * (rlock_async_mutex_tokens): their holds are taken lean, and most draw
- * their token with rlock_async_fence at once, some later in the body.
+ * their token with rlock_async_fence at once, some later in the body; a
+ * few are switched to tokens at once while they hold.
  * Every call goes to the log with its start and the time its callback
  * came, as the blocking workers log theirs.
  *
@@ -294,6 +295,12 @@ static void body(aowner *ow)
         return;
     }
     pick = (int)ex_range(&ow->r, 0, 99);
+    /* Now and then a lean handle comes to want tokens at once, holding:
+     * a re-entry of its lean hold then draws the token after it. */
+    if (ow->lean && pick >= 95) {
+        ow->lean = 0;
+        rlock_async_mutex_tokens(ow->m, RLOCK_ASYNC_TOKENS_AT_ONCE);
+    }
     if (pick < 45) {
         int64_t ms = ex_chance(&ow->r, 80)
                          ? ex_range(&ow->r, 0, lease / 4)
