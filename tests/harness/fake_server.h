@@ -39,10 +39,10 @@ typedef enum rt_fake_mode {
     RT_FAKE_EXTRA_ARRAY, /* the same with "*2\r\n:1\r\n" (parsed into a
                             reply that is not complete) */
     RT_FAKE_CLOSE_SECOND /* "+OK" to the first request of a connection;
-                            to the second "+OK", and the connection is
-                            closed at once, what came with it unanswered
-                            (a server that answered one request of a
-                            pipeline and went away) */
+                            the second's "+OK" waits for a third request,
+                            then goes with the connection's end, the third
+                            unanswered (a server that answered one request
+                            of a pipeline and went away) */
 } rt_fake_mode;
 
 typedef struct rt_fake rt_fake;
