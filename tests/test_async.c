@@ -321,21 +321,34 @@ TEST(async_tokens_on_demand_are_drawn_by_fence)
     rt_server_stop(s);
 }
 
-/* Once armed, conn 0's requests after the first are held 1.5 s on their
- * way to the server. */
-typedef struct second_held {
-    int armed, seen;
-} second_held;
+/* A proxy policy: while on, the chunks of the proxy's first connection
+ * that go dir are held ms each, but for the first skip of them. */
+typedef struct conn0_hold {
+    int on, dir, skip, seen;
+    int64_t ms;
+} conn0_hold;
 
-static int64_t hold_second_request(void *arg, long conn_no, int dir, size_t len)
+static int64_t hold_conn0(void *arg, long conn_no, int dir, size_t len)
 {
-    second_held *h = arg;
+    conn0_hold *h = arg;
 
     (void)len;
-    if (conn_no != 0 || dir != RT_PROXY_TO_SERVER ||
-        !__atomic_load_n(&h->armed, __ATOMIC_ACQUIRE))
+    if (conn_no != 0 || dir != h->dir ||
+        !__atomic_load_n(&h->on, __ATOMIC_ACQUIRE))
         return 0;
-    return __atomic_fetch_add(&h->seen, 1, __ATOMIC_ACQ_REL) >= 1 ? 1500 : 0;
+    return __atomic_fetch_add(&h->seen, 1, __ATOMIC_ACQ_REL) >= h->skip ? h->ms
+                                                                        : 0;
+}
+
+/* Turns p until h has seen n chunks (20 s at most). */
+static void until_seen(rt_aloop *p, conn0_hold *h, int n)
+{
+    int64_t t0 = rt_now_ms();
+
+    while (__atomic_load_n(&h->seen, __ATOMIC_ACQUIRE) < n &&
+           rt_now_ms() - t0 < 20000)
+        rt_al_turn(p);
+    CHECK_INT(__atomic_load_n(&h->seen, __ATOMIC_ACQUIRE), ==, n);
 }
 
 /*
@@ -350,7 +363,7 @@ TEST(async_a_lock_canceled_while_its_token_is_drawn_keeps_its_hold)
 {
     rt_server *s = rt_server_start(NULL);
     rt_proxy *px = rt_proxy_start(rt_server_port(s));
-    second_held held = {0, 0};
+    conn0_hold held = {0, RT_PROXY_TO_SERVER, 1, 0, 3000};
     rlock_client_opts co;
     rlock_mutex_opts mo;
     rlock_async *a;
@@ -362,10 +375,11 @@ TEST(async_a_lock_canceled_while_its_token_is_drawn_keeps_its_hold)
 
     rlock_client_opts_init(&co);
     co.max_connections = 1;
+    co.command_timeout_ms = 10000; /* the unlock waits behind the held one */
     CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
     rt_al_attach(&p, a);
     rlock_mutex_opts_init(&mo);
-    mo.lease_ms = 20000;
+    mo.lease_ms = 30000;
     CHECK((m = rlock_async_mutex_new(a, "as-cancel-token", &mo, &err)) != NULL);
     CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_ON_DEMAND),
              RLOCK_OK);
@@ -373,19 +387,18 @@ TEST(async_a_lock_canceled_while_its_token_is_drawn_keeps_its_hold)
     CHECK(t == 0);
     CHECK_RC(al_unlock(&p, m), RLOCK_OK);
 
-    rt_proxy_set_policy(px, hold_second_request, &held);
-    __atomic_store_n(&held.armed, 1, __ATOMIC_RELEASE);
+    rt_proxy_set_policy(px, hold_conn0, &held);
+    __atomic_store_n(&held.on, 1, __ATOMIC_RELEASE);
     memset(&v, 0, sizeof v);
     CHECK_RC(rlock_async_lock(m, 0, lock_cb, &v), RLOCK_OK); /* lean */
     CHECK_RC(rlock_async_mutex_tokens(m, RLOCK_ASYNC_TOKENS_AT_ONCE), RLOCK_OK);
-    rt_al_for(&p, 400); /* taken; its token's request held */
+    until_seen(&p, &held, 2); /* taken; its token's request held */
     CHECK_INT(v.calls, ==, 0);
-    CHECK_INT(__atomic_load_n(&held.seen, __ATOMIC_ACQUIRE), ==, 2);
     CHECK_RC(rlock_async_cancel(m), RLOCK_OK);
     CHECK_INT(v.calls, ==, 1);
     CHECK_RC(v.status, RLOCK_OK);
     CHECK(v.token == 0);
-    __atomic_store_n(&held.armed, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&held.on, 0, __ATOMIC_RELEASE);
     CHECK_RC(al_unlock(&p, m), RLOCK_OK);
     CHECK_INT(rt_lock_count(s, "as-cancel-token"), ==, 0);
 
@@ -1560,14 +1573,6 @@ TEST(async_redlock_requests_take_their_own_replies_from_a_shared_line)
     rt_server_stop(s2);
 }
 
-static int64_t hold_first_conn(void *arg, long conn_no, int dir, size_t len)
-{
-    (void)len;
-    int on = __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE);
-
-    return conn_no == 0 && dir == RT_PROXY_TO_SERVER && on ? 800 : 0;
-}
-
 /*
  * A lock canceled while its attempt, alone on its connection, is held up
  * on the way to the server: the attempt still runs when it arrives, and
@@ -1584,8 +1589,9 @@ TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
     rlock_async *a;
     rt_aloop p;
     rlock_async_mutex *m0, *m1;
+    conn0_hold hold = {0, RT_PROXY_TO_SERVER, 0, 0, 800};
     seen v;
-    int err, hold = 0;
+    int err;
 
     rlock_client_opts_init(&co);
     co.max_connections = 1;
@@ -1597,8 +1603,8 @@ TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
           NULL);
     CHECK_RC(al_lock(&p, m0, 0, NULL), RLOCK_OK); /* the connection */
     CHECK_RC(al_unlock(&p, m0), RLOCK_OK);
-    rt_proxy_set_policy(px, hold_first_conn, &hold);
-    __atomic_store_n(&hold, 1, __ATOMIC_RELEASE);
+    rt_proxy_set_policy(px, hold_conn0, &hold);
+    __atomic_store_n(&hold.on, 1, __ATOMIC_RELEASE);
     memset(&v, 0, sizeof v);
     CHECK_RC(rlock_async_lock(m1, 0, lock_cb, &v), RLOCK_OK);
     rt_al_for(&p, 50);
@@ -1608,7 +1614,7 @@ TEST(async_a_canceled_attempt_is_undone_after_it_not_before)
     /* The attempt lands at about 800 ms; its undo after it. */
     rt_al_for(&p, 2500);
     CHECK_INT(rt_lock_count(s, "as-undo-after-1"), ==, 0);
-    __atomic_store_n(&hold, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&hold.on, 0, __ATOMIC_RELEASE);
     CHECK_RC(al_lock(&p, m1, 0, NULL), RLOCK_OK);
     CHECK_RC(al_unlock(&p, m1), RLOCK_OK);
     rlock_async_mutex_free(m0);
@@ -1726,18 +1732,9 @@ TEST(async_a_shared_connection_that_breaks_is_told_once)
     rt_fake_stop(f);
 }
 
-static int64_t hold_first_conns_replies(void *arg, long conn_no, int dir,
-                                        size_t len)
-{
-    (void)len;
-    int on = __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE);
-
-    return conn_no == 0 && dir == RT_PROXY_TO_CLIENT && on ? 9000 : 0;
-}
-
 /*
- * An extension's reply is held back past its deadline (500 ms) and past
- * the time a connection may owe replies (5 s: ten deadlines). The
+ * An extension's reply is held back past its deadline (1 s) and past
+ * the time a connection may owe replies (10 s: ten deadlines). The
  * connection, still owed that reply, is then closed, not given back to
  * the pool: the unlock after it goes on a new connection, and no failure
  * is reported but the extension's. Pooled, it would be found unfit when
@@ -1753,22 +1750,23 @@ TEST(async_a_connection_owing_past_its_limit_is_closed_not_reused)
     rlock_async_mutex *m;
     rlock_stats st = RLOCK_STATS_INIT;
     rt_aloop p;
-    int err, hold = 0;
+    conn0_hold hold = {0, RT_PROXY_TO_CLIENT, 0, 0, 14000};
+    int err;
 
     rlock_client_opts_init(&co);
     co.max_connections = 1;
-    co.command_timeout_ms = 500;
+    co.command_timeout_ms = 1000;
     CHECK((a = rlock_async_open(rt_proxy_url(px), &co, &err)) != NULL);
     rt_al_attach(&p, a);
     rlock_mutex_opts_init(&mo);
     mo.lease_ms = 30000;
     CHECK((m = rlock_async_mutex_new(a, "as-owe-limit", &mo, &err)) != NULL);
     CHECK_RC(al_lock(&p, m, 0, NULL), RLOCK_OK);
-    rt_proxy_set_policy(px, hold_first_conns_replies, &hold);
-    __atomic_store_n(&hold, 1, __ATOMIC_RELEASE);
+    rt_proxy_set_policy(px, hold_conn0, &hold);
+    __atomic_store_n(&hold.on, 1, __ATOMIC_RELEASE);
     CHECK(al_extend(&p, m, 30000) != RLOCK_OK); /* its reply held */
-    __atomic_store_n(&hold, 0, __ATOMIC_RELEASE);
-    rt_al_for(&p, 5600); /* past the limit; the reply still held */
+    __atomic_store_n(&hold.on, 0, __ATOMIC_RELEASE);
+    rt_al_for(&p, 10600); /* past the limit; the reply still held */
     CHECK_RC(al_unlock(&p, m), RLOCK_OK);
     CHECK_INT(rt_lock_count(s, "as-owe-limit"), ==, 0);
     CHECK_INT(rt_proxy_accepted(px), ==, 2);
