@@ -56,6 +56,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME librlock-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libhiredis-dev, libssl-dev, pkg-config | pkgconf")
+if(RLOCK_HAVE_CARES)
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libc-ares-dev")
+endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
 # The event-loop adapters' loops: a program that uses one has its -dev.
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libevent-dev, libuv1-dev, libev-dev")

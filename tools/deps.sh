@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 #   tools/deps.sh           what building and the demo need
 #   tools/deps.sh --tests   and what the test suite needs besides
 # libclang-rt-dev: clang's sanitizer runtimes (only recommended by clang).
-pkgs=(cmake make gcc clang libclang-rt-dev pkg-config libhiredis-dev libssl-dev redis-server
-      redis-tools procps util-linux valgrind openssl)
+# libc-ares-dev: name lookups inside a call's deadline, never blocking an
+# event loop (the library builds without it: RLOCK_CARES=off).
+pkgs=(cmake make gcc clang libclang-rt-dev pkg-config libhiredis-dev libssl-dev
+      libc-ares-dev redis-server redis-tools procps util-linux valgrind openssl)
 tests=0
 [ "${1:-}" = --tests ] && tests=1
 if [ $tests = 1 ]; then

@@ -48,7 +48,7 @@ hiredis)
     echo "== matrix: hiredis $version (Debian source package), in $prefix"
     PKG_CONFIG_PATH=$prefix/lib/pkgconfig cmake -S . -B build/matrix-hiredis/build \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON -DRLOCK_ADAPTERS=on \
-        -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
+        -DRLOCK_CARES=on -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
     cmake --build build/matrix-hiredis/build -j"$jobs"
     # The library really is linked against that hiredis.
     ldd build/matrix-hiredis/build/librlock.so | grep "$prefix/lib/libhiredis.so.1" >/dev/null ||
@@ -72,7 +72,7 @@ valkey)
     fi
     echo "== matrix: $(valkey-server --version)"
     cmake -S . -B build/matrix-valkey -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLOCK_WERROR=ON \
-        -DRLOCK_ADAPTERS=on >/dev/null
+        -DRLOCK_ADAPTERS=on -DRLOCK_CARES=on >/dev/null
     cmake --build build/matrix-valkey -j"$jobs"
     RLOCK_TEST_SERVER=valkey-server ctest --test-dir build/matrix-valkey -j2 \
         --output-on-failure

@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RLOCK_PKG_BUILD:-build/pkg}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
-    -DRLOCK_BUILD_TESTS=OFF -DRLOCK_BUILD_EXAMPLES=OFF -DRLOCK_WERROR=ON >/dev/null
+    -DRLOCK_BUILD_TESTS=OFF -DRLOCK_BUILD_EXAMPLES=OFF -DRLOCK_WERROR=ON \
+    -DRLOCK_CARES=on >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 rm -rf "$build/pkg"
 (cd "$build" && cpack >/dev/null)

@@ -56,7 +56,8 @@ since() { echo "$(( $(date +%s) - $1 )) s"; }
 
 build() { # DIR COMPILER BUILD_TYPE SANITIZE
     cmake -S . -B "$1" -DCMAKE_C_COMPILER="$2" -DCMAKE_BUILD_TYPE="$3" \
-        -DRLOCK_WERROR=ON -DRLOCK_SANITIZE="$4" -DRLOCK_ADAPTERS=on >/dev/null
+        -DRLOCK_WERROR=ON -DRLOCK_SANITIZE="$4" -DRLOCK_ADAPTERS=on \
+        -DRLOCK_CARES=on >/dev/null
     cmake --build "$1" -j"$jobs"
 }
 build build/vg gcc RelWithDebInfo OFF

@@ -91,7 +91,11 @@ typedef struct rlock_async_mutex rlock_async_mutex;
  * The library always says 0 for a descriptor before it closes it, so a
  * loop never watches a closed descriptor (epoll forgets one, libuv
  * forbids it) and a number that comes back for a new descriptor is new
- * to the loop. Readiness is level-triggered: the loop reports fd ready
+ * to the loop. (The same holds where a descriptor's number is given to
+ * another file: a connection to a host name watches its name lookup
+ * first, and the socket takes the lookup's number once the name is
+ * resolved; the library says 0 for the number before, and watches it
+ * again after.) Readiness is level-triggered: the loop reports fd ready
  * (rlock_async_ready) on every turn while it is, as libevent, libuv,
  * libev and poll(2) do by default; a loop that reports an edge only
  * once must not be used. A descriptor may stay watched between calls (a
@@ -126,7 +130,10 @@ typedef struct rlock_async_hooks {
  * nothing is connected until the first call on the loop, so a wrong
  * address or password shows as the first call's error. (A Sentinel URL's
  * sentinels and a Cluster URL's slot map are asked for on the loop too,
- * by the first call.) NULL with *err (may be NULL) on
+ * by the first call, and so are host names: looked up with c-ares on
+ * the loop, never with getaddrinfo(3), which would block it. A Redlock
+ * list's entries are compared by their text and addresses here, and by
+ * the servers' run_ids once connected.) NULL with *err (may be NULL) on
  * failure: RLOCK_EINVAL (malformed URL or option) or RLOCK_ENOMEM. Free it with
  * rlock_async_close.
  */

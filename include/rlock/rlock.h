@@ -72,8 +72,12 @@
  * the call return RLOCK_ENOREPLY at its deadline (plus scheduling delay),
  * never later. Waiting calls give each attempt such a deadline, and wait
  * between attempts only as long as the caller asked. Each function below
- * says how long it may take. (Host names are resolved with getaddrinfo(3),
- * which no deadline can interrupt; give addresses to avoid it.)
+ * says how long it may take. Host names are looked up within the same
+ * deadline (and the connect timeout): /etc/hosts, then the DNS servers of
+ * /etc/resolv.conf, asked with c-ares; a server that does not answer
+ * makes the call fail in time like a Redis that does not. (A library
+ * built without c-ares, RLOCK_CARES=off, resolves names with
+ * getaddrinfo(3), which no deadline can interrupt: give addresses then.)
  *
  * A hold is believed only as long as its lease lasts as this client
  * counts it: from the moment the last acquisition or renewal that Redis

@@ -938,6 +938,8 @@ static int handshake_check(rlock__node *n, rlock__conn *c, int k, rlock__err *e)
 static const char *stalled_at(const rlock__conn *c)
 {
     switch (rlock__conn_stage(c)) {
+    case RLOCK__CONN_RESOLVING:
+        return "name not resolved (no answer from the DNS servers)";
     case RLOCK__CONN_CONNECTING:
         return "not connected";
     case RLOCK__CONN_HANDSHAKING:

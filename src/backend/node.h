@@ -130,8 +130,10 @@ int rlock__nodes_exec(rlock__node **nodes, int n, const rlock__req *req,
  * callbacks. Nothing in an exchange blocks but rlock__xchg_start, which
  * may wait for a pooled connection while every one of a node's is busy
  * (wait_for_connection), for a node's mutex (held only for work in
- * memory), and for getaddrinfo(3) when a new connection's host is a name
- * rather than an address (a later step resolves names ahead).
+ * memory), and, in a build without c-ares, for getaddrinfo(3) when a
+ * new connection's host is a name that /etc/hosts does not answer (with
+ * c-ares the name is looked up in the connection's first rounds,
+ * net/resolve.h).
  *
  *     rlock__xchg x;
  *     rlock__xchg_start(&x, nodes, n, req, flags, deadline_ns, &res);

@@ -46,6 +46,7 @@
 #include <sys/socket.h>
 
 #include "backend/backend.h"
+#include "net/resolve.h"
 #include "util/clock.h"
 
 typedef struct redlock {
@@ -163,29 +164,26 @@ int rlock__redlock_parse(const char *spec, double *drift, int *node_timeout_ms,
     return rc;
 }
 
-static int same_addr(const struct addrinfo *a, const struct addrinfo *b)
+/* Whether a and b share an address. */
+static int same_addr(const rlock__addrs *a, const rlock__addrs *b)
 {
-    for (; a; a = a->ai_next) {
-        const struct addrinfo *p;
-        for (p = b; p; p = p->ai_next) {
-            if (a->ai_family != p->ai_family)
+    int i, k;
+
+    for (i = 0; i < a->n; i++)
+        for (k = 0; k < b->n; k++) {
+            const struct sockaddr_storage *x = &a->a[i], *y = &b->a[k];
+            if (x->ss_family != y->ss_family)
                 continue;
-            if (a->ai_family == AF_INET) {
-                const struct sockaddr_in *x = (const void *)a->ai_addr,
-                                         *y = (const void *)p->ai_addr;
-                if (x->sin_port == y->sin_port &&
-                    x->sin_addr.s_addr == y->sin_addr.s_addr)
-                    return 1;
-            } else if (a->ai_family == AF_INET6) {
-                const struct sockaddr_in6 *x = (const void *)a->ai_addr,
-                                          *y = (const void *)p->ai_addr;
-                if (x->sin6_port == y->sin6_port &&
-                    memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) ==
-                        0)
-                    return 1;
-            }
+            if (x->ss_family == AF_INET &&
+                ((const struct sockaddr_in *)x)->sin_addr.s_addr ==
+                    ((const struct sockaddr_in *)y)->sin_addr.s_addr)
+                return 1;
+            if (x->ss_family == AF_INET6 &&
+                memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+                       &((const struct sockaddr_in6 *)y)->sin6_addr,
+                       sizeof(struct in6_addr)) == 0)
+                return 1;
         }
-    }
     return 0;
 }
 
@@ -196,28 +194,32 @@ static int same_addr(const struct addrinfo *a, const struct addrinfo *b)
  * resolves to is an address of the other (a name and its address, two
  * names of one host). A name that does not resolve is compared by its text
  * only; connecting to it reports the rest. What addresses cannot show,
- * the servers' run_ids do, once connected.
+ * the servers' run_ids do, once connected. Names are looked up by
+ * deadline_ns; an event loop's client (names_too 0) looks none up, since
+ * its open must not wait: its addresses are compared, and its names by
+ * their text, until the run_ids tell.
  */
-static int refuse_duplicates(const rlock__url *u, int n, rlock__call *call)
+static int refuse_duplicates(const rlock__url *u, int n, int names_too,
+                             int64_t deadline_ns, rlock__call *call)
 {
-    struct addrinfo *ai[RLOCK__NODES_MAX] = {0};
-    int i, k, rc = RLOCK_OK;
+    rlock__addrs *ai;
+    int i, k, rc = RLOCK_OK, *found;
 
+    if (!(ai = calloc((size_t)n, sizeof *ai + sizeof *found)))
+        return rlock__fail(call, RLOCK_ENOMEM, "out of memory");
+    found = (int *)(void *)(ai + n);
     for (i = 0; i < n && rc == RLOCK_OK; i++) {
-        struct addrinfo hints;
-        char port[12];
-        memset(&hints, 0, sizeof hints);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICSERV;
-        snprintf(port, sizeof port, "%d", u[i].port);
-        if (getaddrinfo(u[i].host, port, &hints, &ai[i]) != 0)
-            ai[i] = NULL;
+        rlock__neterr ne;
+        int noname = 0;
+        found[i] = names_too ? rlock__resolve_wait(u[i].host, deadline_ns,
+                                                   &ai[i], &ne) == RLOCK_OK
+                             : rlock__resolve_numeric(u[i].host, &ai[i],
+                                                      &noname, &ne) == RLOCK_OK;
         for (k = 0; k < i && rc == RLOCK_OK; k++) {
             char a[300], b[300];
-            if (!((u[k].port == u[i].port &&
-                   strcasecmp(u[k].host, u[i].host) == 0) ||
-                  (ai[k] && ai[i] && same_addr(ai[k], ai[i]))))
+            if (!(u[k].port == u[i].port &&
+                  (strcasecmp(u[k].host, u[i].host) == 0 ||
+                   (found[k] && found[i] && same_addr(&ai[k], &ai[i])))))
                 continue;
             rlock__url_describe(&u[k], a, sizeof a);
             rlock__url_describe(&u[i], b, sizeof b);
@@ -228,15 +230,13 @@ static int refuse_duplicates(const rlock__url *u, int n, rlock__call *call)
                              k + 1, a, i + 1, b);
         }
     }
-    for (i = 0; i < n; i++)
-        if (ai[i])
-            freeaddrinfo(ai[i]);
+    free(ai);
     return rc;
 }
 
 /* Makes the nodes of "host:port,..." in [spec, end). */
 static int make_nodes(redlock *r, const char *spec, const char *end,
-                      rlock__call *call)
+                      int names_too, int64_t deadline_ns, rlock__call *call)
 {
     rlock__url u[RLOCK__NODES_MAX];
     rlock__err e;
@@ -268,7 +268,7 @@ static int make_nodes(redlock *r, const char *spec, const char *end,
     }
     r->n = n;
     if (rc == RLOCK_OK)
-        rc = refuse_duplicates(u, n, call);
+        rc = refuse_duplicates(u, n, names_too, deadline_ns, call);
     for (i = 0; i < n; i++)
         rlock__url_free(&u[i]);
     return rc;
@@ -334,7 +334,8 @@ static int open_redlock(rlock_client *c, const char *url,
     r->cfg.max_connections = 2;
     r->cfg.wait_for_connection = 0;
     r->cfg.identify = 1;
-    rc = make_nodes(r, spec, end, call);
+    rc = make_nodes(r, spec, end, !c->lazy,
+                    rlock__call_until(call, opts->connect_timeout_ms), call);
     free(rest);
     if (rc != RLOCK_OK)
         return rc;

@@ -167,6 +167,13 @@ static void task_init(rlock__loop *l, rlock__task *t, rlock__step_fn step,
 
 /* ---- the subscriber's connection, made in steps ------------------------- */
 
+/* The connection being made had its host's name resolved: the socket
+ * takes the lookup's descriptor's number. */
+static void sconn_renumbering(void *arg, rlock__conn *conn)
+{
+    rlock__loop_renumber(arg, rlock__conn_fd(conn));
+}
+
 /* Starts the connection to the subscriber's node of try l->bg.stry, or
  * gives up (mu held). 1: under way. */
 static int sub_try(rlock__loop *l, int64_t *next)
@@ -190,6 +197,7 @@ static int sub_try(rlock__loop *l, int64_t *next)
         b->stry++;
         if (rlock__node_connect_begin(n, &b->sconn, &b->swant, &b->scall) ==
             RLOCK_OK) {
+            rlock__conn_on_renumber(b->sconn, sconn_renumbering, l);
             b->snode = n;
             b->suntil =
                 rlock__call_until(&b->scall, c->opts.connect_timeout_ms);
@@ -214,6 +222,7 @@ static void sub_made(rlock__loop *l)
     int rc;
 
     b->sconn = NULL;
+    rlock__conn_on_renumber(conn, NULL, NULL);
     rlock__loop_unwatch(l, rlock__conn_fd(conn)); /* it may be closed */
     rc = rlock__node_connect_end(b->snode, conn, b->swant, &b->scall);
     pthread_mutex_lock(&c->mu);

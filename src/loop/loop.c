@@ -280,6 +280,7 @@ static void forget_conn(rlock__loop *l, int fd)
 {
     if (fd >= 0 && fd < l->capfd && l->fds[fd].conn) {
         rlock__conn_on_close(l->fds[fd].conn, NULL, NULL);
+        rlock__conn_on_renumber(l->fds[fd].conn, NULL, NULL);
         l->fds[fd].conn = NULL;
     }
 }
@@ -392,8 +393,34 @@ static void conn_closing(void *arg, rlock__conn *c)
         rlock__loop_unwatch(l, fd);
 }
 
+/* c's descriptor's number is about to name another file (its host's
+ * name was resolved: the socket takes the lookup's place). */
+static void conn_renumbering(void *arg, rlock__conn *c)
+{
+    rlock__loop_renumber(arg, rlock__conn_fd(c));
+}
+
+void rlock__loop_renumber(rlock__loop *l, int fd)
+{
+    int k;
+
+    /* The loop's registration is of the old file: it goes now, the
+     * tasks that wait on the number stay, and the pass that follows
+     * (nudged) watches the number again for what they wait for. */
+    if (fd < 0 || fd >= l->capfd || l->fds[fd].now == 0)
+        return;
+    for (k = 0; k < l->nset; k++)
+        if (l->set[k].fd == fd) {
+            l->hooks.watch(l->hooks.arg, fd, 0);
+            l->set[k] = l->set[--l->nset];
+            break;
+        }
+    l->fds[fd].now = 0;
+    nudge(l, fd);
+}
+
 /* fd, connection c's, watched for ev; c tells the loop before it
- * closes. */
+ * closes, and before its descriptor's number names another file. */
 static void watch_conn(rlock__loop *l, int fd, rlock__conn *c, short ev)
 {
     watch_fd(l, fd, ev);
@@ -401,6 +428,7 @@ static void watch_conn(rlock__loop *l, int fd, rlock__conn *c, short ev)
         l->fds[fd].conn != c) {
         l->fds[fd].conn = c;
         rlock__conn_on_close(c, conn_closing, l);
+        rlock__conn_on_renumber(c, conn_renumbering, l);
     }
 }
 

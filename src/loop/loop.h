@@ -16,9 +16,12 @@
  * The client's background work (renewals, the subscriber, undos, loss
  * notices) runs on the same loop (bg.c): the client starts no thread.
  *
- * Everything here runs on the loop's thread; nothing blocks but what
- * node.h names: getaddrinfo for a host name, and a deployment's
- * discovery (Sentinel's resolve, a cluster's slot map). A request whose
+ * Everything here runs on the loop's thread; nothing blocks (a host name
+ * is looked up in the connection's first stage, net/resolve.h; only a
+ * build without c-ares falls back on getaddrinfo, which blocks). A
+ * connection whose lookup ends has the socket take the lookup's
+ * descriptor's number (rlock__conn_on_renumber): the loop stops
+ * watching the number first and watches it again after. A request whose
  * node has all of its max_connections busy waits in the node's queue, in
  * rounds of its own (RLOCK__X_NOWAIT).
  */

@@ -134,5 +134,9 @@ void rlock__loop_forget(rlock__loop *l);
 void rlock__loop_unmake(rlock__loop *l);
 /* fd is no longer watched (it is about to be closed). */
 void rlock__loop_unwatch(rlock__loop *l, int fd);
+/* fd's number is about to name another file (a connection's name
+ * resolved): no longer watched, the tasks that wait on it kept; watched
+ * again by the next pass. */
+void rlock__loop_renumber(rlock__loop *l, int fd);
 
 #endif

@@ -30,6 +30,7 @@
 
 #include <rlock/rlock.h>
 
+#include "net/resolve.h"
 #include "net/transport.h"
 #include "util/dec.h"
 
@@ -46,6 +47,15 @@ struct rlock__conn {
     /* Told before the descriptor closes (rlock__conn_on_close). */
     void (*on_close)(void *arg, rlock__conn *c);
     void *on_close_arg;
+    /* Told before another file takes the descriptor's number (a name
+     * resolved: the socket takes the lookup's place). */
+    void (*on_renumber)(void *arg, rlock__conn *c);
+    void *on_renumber_arg;
+    /* The lookup of the host's name while it is under way (fd is its
+     * descriptor), and what connecting after it needs. */
+    rlock__resolve *resolving;
+    int port, keepalive;
+    char where[300];
     const rlock__transport *t;
     void *tdata;
     int connecting; /* the TCP or unix connect is still in progress */
@@ -104,9 +114,7 @@ int64_t rlock__net_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void set_err(rlock__neterr *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(rlock__neterr *e, int code, const char *fmt, ...)
+void rlock__neterr_set(rlock__neterr *e, int code, const char *fmt, ...)
 {
     va_list ap;
 
@@ -290,7 +298,7 @@ static ssize_t plain_read(rlock__conn *c, void *buf, size_t len,
         return n;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
         return RLOCK__IO_WANT_READ;
-    set_err(err, RLOCK_EIO, "read: %s", strerror(errno));
+    rlock__neterr_set(err, RLOCK_EIO, "read: %s", strerror(errno));
     return RLOCK__IO_ERROR;
 }
 
@@ -340,7 +348,7 @@ static ssize_t plain_read_wait(rlock__conn *c, void *buf, size_t len,
         return n;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return RLOCK__IO_WANT_READ;
-    set_err(err, RLOCK_EIO, "read: %s", strerror(errno));
+    rlock__neterr_set(err, RLOCK_EIO, "read: %s", strerror(errno));
     return RLOCK__IO_ERROR;
 }
 
@@ -358,7 +366,7 @@ static ssize_t plain_write(rlock__conn *c, const void *buf, size_t len,
         return n;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
         return RLOCK__IO_WANT_WRITE;
-    set_err(err, RLOCK_EIO, "write: %s", strerror(errno));
+    rlock__neterr_set(err, RLOCK_EIO, "write: %s", strerror(errno));
     return RLOCK__IO_ERROR;
 }
 
@@ -419,10 +427,10 @@ static int wait_connected(int fd, int64_t deadline_ns, rlock__neterr *err,
         socklen_t sl = sizeof soerr;
 
         if (ms == 0) {
-            set_err(err, RLOCK_ENOREPLY,
-                    "connecting to %s: not connected "
-                    "in time",
-                    where);
+            rlock__neterr_set(err, RLOCK_ENOREPLY,
+                              "connecting to %s: not connected "
+                              "in time",
+                              where);
             return err->code;
         }
         n = poll(&p, 1, ms);
@@ -433,8 +441,8 @@ static int wait_connected(int fd, int64_t deadline_ns, rlock__neterr *err,
         if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
             soerr = errno;
         if (soerr != 0) {
-            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", where,
-                    strerror(soerr));
+            rlock__neterr_set(err, RLOCK_ECONNECT, "connecting to %s: %s",
+                              where, strerror(soerr));
             return err->code;
         }
         return RLOCK_OK;
@@ -448,7 +456,8 @@ static int connect_unix(const char *path, int64_t deadline_ns, int *out,
     int fd;
 
     if (strlen(path) >= sizeof sa.sun_path) {
-        set_err(err, RLOCK_ECONNECT, "socket path too long: %s", path);
+        rlock__neterr_set(err, RLOCK_ECONNECT, "socket path too long: %s",
+                          path);
         return err->code;
     }
     memset(&sa, 0, sizeof sa);
@@ -456,13 +465,13 @@ static int connect_unix(const char *path, int64_t deadline_ns, int *out,
     memcpy(sa.sun_path, path, strlen(path));
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        set_err(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
+        rlock__neterr_set(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
         return err->code;
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         if (errno != EINPROGRESS && errno != EAGAIN) {
-            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", path,
-                    strerror(errno));
+            rlock__neterr_set(err, RLOCK_ECONNECT, "connecting to %s: %s", path,
+                              strerror(errno));
             close(fd);
             return err->code;
         }
@@ -477,40 +486,32 @@ static int connect_unix(const char *path, int64_t deadline_ns, int *out,
     return RLOCK_OK;
 }
 
-static int connect_tcp(const char *host, int port, int keepalive,
-                       int64_t deadline_ns, int *out, int *in_progress,
-                       rlock__neterr *err)
+/* Connects a socket to the first of a's addresses that takes it (port
+ * set here), waiting by deadline_ns unless in_progress is given: then the
+ * first whose connect is under way is the one (the caller's loop sees it
+ * through). */
+static int connect_addrs(const rlock__addrs *a, int port, int keepalive,
+                         const char *where, int64_t deadline_ns, int *out,
+                         int *in_progress, rlock__neterr *err)
 {
-    struct addrinfo hints, *res = NULL, *ai;
-    char portstr[16], where[300];
-    int rc, fd = -1, one = 1;
+    int i, fd = -1, one = 1;
 
-    snprintf(portstr, sizeof portstr, "%d", port);
-    snprintf(where, sizeof where, "%s:%d", host, port);
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-    rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc == EAI_NONAME) {
-        hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
-        rc = getaddrinfo(host, portstr, &hints, &res);
-    }
-    if (rc != 0) {
-        set_err(err, RLOCK_ECONNECT, "cannot resolve %s: %s", host,
-                gai_strerror(rc));
-        return err->code;
-    }
-    set_err(err, RLOCK_ECONNECT, "connecting to %s: no address", where);
-    for (ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family,
-                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    rlock__neterr_set(err, RLOCK_ECONNECT, "connecting to %s: no address",
+                      where);
+    for (i = 0; i < a->n; i++) {
+        struct sockaddr_storage sa = a->a[i];
+        int family = sa.ss_family;
+        if (family == AF_INET)
+            ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+        else if (family == AF_INET6)
+            ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+        fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
-            set_err(err, RLOCK_ECONNECT, "socket: %s", strerror(errno));
+            rlock__neterr_set(err, RLOCK_ECONNECT, "socket: %s",
+                              strerror(errno));
             continue;
         }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+        if (connect(fd, (struct sockaddr *)&sa, a->len[i]) == 0)
             break;
         if (errno == EINPROGRESS && in_progress) {
             *in_progress = 1; /* the caller's loop sees it through */
@@ -520,14 +521,13 @@ static int connect_tcp(const char *host, int port, int keepalive,
             wait_connected(fd, deadline_ns, err, where) == RLOCK_OK)
             break;
         if (errno != EINPROGRESS)
-            set_err(err, RLOCK_ECONNECT, "connecting to %s: %s", where,
-                    strerror(errno));
+            rlock__neterr_set(err, RLOCK_ECONNECT, "connecting to %s: %s",
+                              where, strerror(errno));
         close(fd);
         fd = -1;
         if (err->code == RLOCK_ENOREPLY)
             break; /* the deadline is spent: no other address */
     }
-    freeaddrinfo(res);
     if (fd < 0)
         return err->code;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -537,6 +537,42 @@ static int connect_tcp(const char *host, int port, int keepalive,
     return RLOCK_OK;
 }
 
+/* A TCP connection's socket: at once for an address or a name found in
+ * /etc/hosts; else with its lookup under way (*lookup, whose descriptor
+ * *out is then: step() connects when it is done), or, built without a
+ * resolver that does not block, after getaddrinfo(3). */
+static int connect_tcp(const char *host, int port, int keepalive,
+                       int64_t deadline_ns, int *out, int *in_progress,
+                       rlock__resolve **lookup, rlock__neterr *err)
+{
+    char where[300];
+    rlock__addrs a;
+    int rc, noname = 0;
+
+    snprintf(where, sizeof where, "%s:%d", host, port);
+    rc = rlock__resolve_numeric(host, &a, &noname, err);
+    if (rc != RLOCK_OK && noname) {
+        rlock__resolve *r = NULL;
+        rc = rlock__resolve_start(host, &r, err);
+        if (rc == RLOCK__RESOLVE_BLOCKING) {
+            rc = rlock__resolve_system(host, &a, err);
+        } else if (rc == RLOCK_OK) {
+            rc = rlock__resolve_step(r, &a, err);
+            if (rc == 0) {
+                *lookup = r;
+                *out = rlock__resolve_fd(r);
+                return RLOCK_OK;
+            }
+            rlock__resolve_free(r, 0);
+            rc = rc == 1 ? RLOCK_OK : rc;
+        }
+    }
+    if (rc != RLOCK_OK)
+        return rc;
+    return connect_addrs(&a, port, keepalive, where, deadline_ns, out,
+                         in_progress, err);
+}
+
 /* Connects (waiting by deadline_ns unless in_progress is given, which
  * then says whether the connect is still under way) and builds the
  * connection around the socket. */
@@ -544,6 +580,7 @@ static int start(const rlock__endpoint *ep, int64_t deadline_ns,
                  rlock__conn **out, int *in_progress, rlock__neterr *err)
 {
     rlock__conn *c;
+    rlock__resolve *lookup = NULL;
     int fd = -1, rc;
 
     err->code = 0;
@@ -552,19 +589,27 @@ static int start(const rlock__endpoint *ep, int64_t deadline_ns,
         rc = connect_unix(ep->path, deadline_ns, &fd, in_progress, err);
     else
         rc = connect_tcp(ep->host, ep->port, ep->keepalive, deadline_ns, &fd,
-                         in_progress, err);
+                         in_progress, &lookup, err);
     if (rc != RLOCK_OK)
         return rc;
     c = calloc(1, sizeof *c);
     if (!c || reader_init(c) != RLOCK_OK) {
         free(c);
-        close(fd);
-        set_err(err, RLOCK_ENOMEM, "out of memory");
+        rlock__resolve_free(lookup, 0);
+        if (!lookup)
+            close(fd);
+        rlock__neterr_set(err, RLOCK_ENOMEM, "out of memory");
         return err->code;
     }
     c->fd = fd;
     c->t = &rlock__plain_transport;
     c->connecting = in_progress && *in_progress;
+    c->resolving = lookup;
+    if (lookup) {
+        c->port = ep->port;
+        c->keepalive = ep->keepalive;
+        snprintf(c->where, sizeof c->where, "%s:%d", ep->host, ep->port);
+    }
     fill_bounds(&c->b, &ep->bounds);
     c->wide = c->b;
     rlock__bounds_widen(&c->wide);
@@ -573,7 +618,8 @@ static int start(const rlock__endpoint *ep, int64_t deadline_ns,
 
         rc = ep->attach ? ep->attach(c, ep->tls, name, err) : RLOCK_EINVAL;
         if (!ep->attach)
-            set_err(err, rc, "TLS asked for, but no TLS transport given");
+            rlock__neterr_set(err, rc,
+                              "TLS asked for, but no TLS transport given");
         if (rc != RLOCK_OK) {
             rlock__conn_close(c);
             return rc;
@@ -600,7 +646,7 @@ int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
 
     if ((rc = start(ep, deadline_ns, &c, NULL, err)) != RLOCK_OK)
         return rc;
-    if (!c->handshaking) {
+    if (rlock__conn_up(c)) {
         *out = c;
         return RLOCK_OK;
     }
@@ -608,11 +654,14 @@ int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
     if (rc == RLOCK_OK && c->err.code != 0) {
         *err = c->err;
         rc = err->code;
-    } else if (rc == RLOCK_OK && c->handshaking) {
+    } else if (rc == RLOCK_OK && !rlock__conn_up(c)) {
         rc = RLOCK_ENOREPLY;
     }
     if (rc == RLOCK_ENOREPLY && err->code != RLOCK_ENOREPLY)
-        set_err(err, RLOCK_ENOREPLY, "TLS handshake not done in time");
+        rlock__neterr_set(err, RLOCK_ENOREPLY, "%s",
+                          c->resolving    ? "name not resolved in time"
+                          : c->connecting ? "not connected in time"
+                                          : "TLS handshake not done in time");
     if (rc != RLOCK_OK) {
         rlock__conn_close(c);
         return err->code;
@@ -630,6 +679,8 @@ void rlock__conn_close(rlock__conn *c)
     if (c->on_close)
         c->on_close(c->on_close_arg, c);
     c->t->release(c);
+    /* (fd is the lookup's while it is under way: closed below.) */
+    rlock__resolve_free(c->resolving, 1);
     if (c->fd >= 0)
         close(c->fd);
     for (i = 0; i < c->nready; i++)
@@ -656,7 +707,8 @@ void rlock__conn_set_push(rlock__conn *c, int on)
 
 int rlock__conn_stage(const rlock__conn *c)
 {
-    return c->connecting    ? RLOCK__CONN_CONNECTING
+    return c->resolving     ? RLOCK__CONN_RESOLVING
+           : c->connecting  ? RLOCK__CONN_CONNECTING
            : c->handshaking ? RLOCK__CONN_HANDSHAKING
                             : RLOCK__CONN_UP;
 }
@@ -707,6 +759,8 @@ short rlock__conn_events(const rlock__conn *c)
 
     if (c->err.code != 0)
         return 0;
+    if (c->resolving)
+        return POLLIN;
     if (c->connecting)
         return POLLOUT;
     if (c->handshaking)
@@ -991,6 +1045,45 @@ static int took(rlock__conn *c, ssize_t n, const char *buf,
     return c->expected > 0 || c->push;
 }
 
+/* Advances c's lookup; once it is done, connects to what it found (the
+ * connect under way: the next steps see it through), the socket taking
+ * the lookup's descriptor's number, so that whoever watches the
+ * connection by its number (an event loop's slots) finds the same one.
+ * 1 if resolved, 0 if not yet or if that broke the connection. */
+static int resolved(rlock__conn *c)
+{
+    rlock__addrs a;
+    int rc, fd = -1, in_progress = 0;
+
+    rc = rlock__resolve_step(c->resolving, &a, &c->err);
+    if (rc == 0)
+        return 0;
+    if (rc == 1) {
+        c->err.code = 0;
+        rc = connect_addrs(&a, c->port, c->keepalive, c->where, 0, &fd,
+                           &in_progress, &c->err);
+    }
+    if (rc < 0)
+        return 0; /* broken: c->err says why */
+    c->err.code = 0;
+    c->err.msg[0] = '\0';
+    /* The lookup's descriptor goes: a loop that watches the number stops
+     * first (its registration is of the old file), as before a close. */
+    if (c->on_renumber)
+        c->on_renumber(c->on_renumber_arg, c);
+    rlock__resolve_free(c->resolving, 1);
+    c->resolving = NULL;
+    if (dup3(fd, c->fd, O_CLOEXEC) < 0) {
+        rlock__conn_fail(c, RLOCK_ECONNECT, "connecting to %s: dup3: %s",
+                         c->where, strerror(errno));
+        close(fd);
+        return 0;
+    }
+    close(fd);
+    c->connecting = in_progress;
+    return 1;
+}
+
 /* Connects, shakes hands and writes what it can without waiting; reads
  * too if asked. */
 static int step(rlock__conn *c, int read)
@@ -1000,6 +1093,8 @@ static int step(rlock__conn *c, int read)
     int round;
 
     if (c->err.code != 0)
+        return c->err.code;
+    if (c->resolving && !resolved(c))
         return c->err.code;
     if (c->connecting) {
         struct pollfd p = {c->fd, POLLOUT, 0};
@@ -1078,6 +1173,13 @@ void rlock__conn_on_close(rlock__conn *c, void (*fn)(void *arg, rlock__conn *c),
     c->on_close_arg = arg;
 }
 
+void rlock__conn_on_renumber(rlock__conn *c,
+                             void (*fn)(void *arg, rlock__conn *c), void *arg)
+{
+    c->on_renumber = fn;
+    c->on_renumber_arg = arg;
+}
+
 /* The blocking driver's wait on one connection that has written all it
  * had and waits only for replies: sleeps in the transport's read_wait.
  * 1 if that read something (or broke the connection), 0 if it did not
@@ -1089,7 +1191,7 @@ static int wait_one(rlock__conn *c, int64_t deadline_ns)
     ssize_t n;
 
     if (!c->t->read_wait || c->t_wants || c->out_off < c->out_len ||
-        c->connecting || c->handshaking)
+        c->connecting || c->handshaking || c->resolving)
         return 0;
     n = c->t->read_wait(c, buf, sizeof buf, deadline_ns, &e);
     if (n == RLOCK__IO_WANT_READ)
@@ -1179,7 +1281,7 @@ int rlock__conn_settled_at(const rlock__conn *c, const rlock__conn_mark_t *m,
                            size_t want)
 {
     return !c || c->err.code != 0 ||
-           (!c->handshaking && !c->connecting &&
+           (!c->handshaking && !c->connecting && !c->resolving &&
             rlock__conn_complete_at(c, m, want));
 }
 
@@ -1227,7 +1329,7 @@ int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before)
 
     if (c->err.code != 0 || c->expected > 0 || c->nready > 0 ||
         c->out_off < c->out_len || c->handshaking || c->connecting ||
-        c->reader->pos < c->reader->len || c->obj_bytes > 0 ||
+        c->resolving || c->reader->pos < c->reader->len || c->obj_bytes > 0 ||
         c->t->buffered(c))
         return 0;
     /* In steady use (answered a moment ago), reused without the look:
@@ -1263,7 +1365,8 @@ int rlock__conn_idle_ok(rlock__conn *c, int64_t suspect_before)
 int rlock__conn_settled(const rlock__conn *c, size_t want)
 {
     return !c || c->err.code != 0 ||
-           (!c->handshaking && !c->connecting && c->nready >= want);
+           (!c->handshaking && !c->connecting && !c->resolving &&
+            c->nready >= want);
 }
 
 int rlock__conn_buffered(const rlock__conn *c)

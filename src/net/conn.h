@@ -67,6 +67,10 @@ typedef struct rlock__neterr {
     char msg[256];
 } rlock__neterr;
 
+/* Sets *e to code and the formatted message (cut to fit). */
+void rlock__neterr_set(rlock__neterr *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Where and how to connect. Strings are borrowed for the call only. */
 typedef struct rlock__endpoint {
     const char *host; /* NULL with a unix socket path */
@@ -90,8 +94,9 @@ typedef struct rlock__endpoint {
  * an error with its text in *err: RLOCK_ECONNECT (refused, unreachable,
  * TLS refused: the message names the certificate or host name problem),
  * RLOCK_ENOREPLY (not done by the deadline), RLOCK_EIO, RLOCK_ENOMEM.
- * Host names are resolved with getaddrinfo(3), which the deadline cannot
- * interrupt; numeric addresses are not looked up.
+ * Host names are looked up inside the deadline too (net/resolve.h, with
+ * c-ares); built without it, with getaddrinfo(3), which the deadline
+ * cannot interrupt. Numeric addresses are not looked up.
  */
 int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
                      rlock__conn **out, rlock__neterr *err);
@@ -101,8 +106,12 @@ int rlock__conn_open(const rlock__endpoint *ep, int64_t deadline_ns,
  * after it) are under way when it returns, and commands may be queued at
  * once; they are written when the connection is up. Whoever drives the
  * connection sees it through (rlock__net_run, or its own loop). Failures
- * that show at once (refused, no such address) are returned here; later
- * ones break the connection (RLOCK_ECONNECT with the cause).
+ * that show at once (refused, a malformed address) are returned here;
+ * later ones break the connection (RLOCK_ECONNECT with the cause). A
+ * host name that /etc/hosts does not answer is looked up first (stage
+ * RLOCK__CONN_RESOLVING): the descriptor is then the lookup's, and the
+ * socket takes its number when the lookup is done (after
+ * rlock__conn_on_renumber's callback).
  */
 int rlock__conn_start(const rlock__endpoint *ep, rlock__conn **out,
                       rlock__neterr *err);
@@ -146,6 +155,15 @@ int rlock__conn_flush(rlock__conn *c);
  * longer. */
 void rlock__conn_on_close(rlock__conn *c, void (*fn)(void *arg, rlock__conn *c),
                           void *arg);
+
+/* fn(arg, c) is called before another file takes the number of c's
+ * descriptor (the socket, the lookup's place, once a name is resolved):
+ * a loop that watches the number stops watching it first (its
+ * registration is of the old file; epoll forgets it, libuv forbids a
+ * close under a watch), and watches the same number again for what
+ * rlock__conn_events says next. NULL: no longer. */
+void rlock__conn_on_renumber(rlock__conn *c,
+                             void (*fn)(void *arg, rlock__conn *c), void *arg);
 
 /* Moves the oldest complete reply not taken into *out (the caller frees
  * it with freeReplyObject) and returns 1; 0 if none is ready. Replies
@@ -200,10 +218,16 @@ void rlock__conn_drop(rlock__conn *c, const rlock__conn_mark_t *m, size_t n);
  * the connection (a healthy RESP2 server sends none). */
 void rlock__conn_set_push(rlock__conn *c, int on);
 
-/* How far a connection got: RLOCK__CONN_CONNECTING (the TCP or unix
- * connect is under way), RLOCK__CONN_HANDSHAKING (the transport's own
- * handshake, TLS, is) or RLOCK__CONN_UP. */
-enum { RLOCK__CONN_CONNECTING, RLOCK__CONN_HANDSHAKING, RLOCK__CONN_UP };
+/* How far a connection got: RLOCK__CONN_RESOLVING (the host's name is
+ * being looked up), RLOCK__CONN_CONNECTING (the TCP or unix connect is
+ * under way), RLOCK__CONN_HANDSHAKING (the transport's own handshake,
+ * TLS, is) or RLOCK__CONN_UP. */
+enum {
+    RLOCK__CONN_RESOLVING,
+    RLOCK__CONN_CONNECTING,
+    RLOCK__CONN_HANDSHAKING,
+    RLOCK__CONN_UP
+};
 int rlock__conn_stage(const rlock__conn *c);
 /* rlock__conn_stage(c) == RLOCK__CONN_UP. */
 int rlock__conn_up(const rlock__conn *c);

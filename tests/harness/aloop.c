@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <rlock/async.h>
 
@@ -15,6 +16,7 @@
 static void watch(void *arg, int fd, int events)
 {
     rt_aloop *p = arg;
+    struct stat st;
     int i;
 
     for (i = 0; i < p->n; i++)
@@ -22,13 +24,28 @@ static void watch(void *arg, int fd, int events)
             break;
     if (events == 0) {
         CHECK(fcntl(fd, F_GETFD) != -1); /* forgotten before it closes */
-        if (i < p->n)
+        if (i < p->n) {
+            /* ... and still the file it watched (not one that took its
+             * number meanwhile). */
+            CHECK(fstat(fd, &st) == 0);
+            CHECK(p->file[i][0] == (uint64_t)st.st_dev &&
+                  p->file[i][1] == (uint64_t)st.st_ino);
             p->fds[i] = p->fds[--p->n];
+            memcpy(p->file[i], p->file[p->n], sizeof p->file[i]);
+        }
         return;
     }
+    CHECK(fstat(fd, &st) == 0);
     if (i == p->n) {
         CHECK(p->n < RT_ALOOP_FDS);
         p->n++;
+        p->file[i][0] = (uint64_t)st.st_dev;
+        p->file[i][1] = (uint64_t)st.st_ino;
+    } else {
+        /* Still the file that was registered (an epoll set follows the
+         * file, not the number). */
+        CHECK(p->file[i][0] == (uint64_t)st.st_dev &&
+              p->file[i][1] == (uint64_t)st.st_ino);
     }
     p->fds[i].fd = fd;
     p->fds[i].events = (short)(((events & RLOCK_ASYNC_READ) ? POLLIN : 0) |
@@ -77,8 +94,14 @@ void rt_al_turn(rt_aloop *p)
         ms = left < 0 ? 0 : left < 50 ? (int)left : 50;
     }
     memcpy(fds, p->fds, sizeof *fds * (size_t)n);
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        struct stat st;
         fds[i].revents = 0;
+        /* Every watched number still names the file registered. */
+        CHECK(fstat(fds[i].fd, &st) == 0);
+        CHECK(p->file[i][0] == (uint64_t)st.st_dev &&
+              p->file[i][1] == (uint64_t)st.st_ino);
+    }
     CHECK(poll(fds, (nfds_t)n, ms) >= 0);
     t0 = rt_now_ms();
     for (i = 0; i < n; i++) {

@@ -4,8 +4,8 @@
  * its generic hooks: poll(2) over the descriptors the library asks it to
  * watch, and the one timer it asks for. It checks the library's word: a
  * descriptor it is told to forget is still open, none it watches is
- * closed, and the cleanup comes with nothing left watched. It times its
- * turns.
+ * closed or comes to name another file, and the cleanup comes with
+ * nothing left watched. It times its turns.
  *
  * And the mutex's behaviour over any deployment through that loop
  * (rt_async_deployment), which the Sentinel, Cluster, Redlock and TLS
@@ -23,6 +23,10 @@
 
 typedef struct rt_aloop {
     struct pollfd fds[RT_ALOOP_FDS];
+    /* The file each watched number named when it was first watched
+     * (device, inode): a number whose file changed under a watch, with
+     * no forget in between, is what an epoll-based loop cannot follow. */
+    uint64_t file[RT_ALOOP_FDS][2];
     int n;
     int64_t due_ms; /* the timer's time, rt_now_ms (-1: none) */
     int64_t longest_ms;
