@@ -192,6 +192,11 @@ int rlock__resolve_start(const char *host, rlock__resolve **out,
     char servers[256];
     int rc, mask;
 
+    if (strlen(host) > 253) { /* (DNS's longest name) */
+        rlock__neterr_set(err, RLOCK_ECONNECT,
+                          "cannot resolve %.64s...: name too long", host);
+        return err->code;
+    }
     pthread_once(&lib_once, lib_init);
     if (lib_rc != ARES_SUCCESS) {
         rlock__neterr_set(err, RLOCK_ECONNECT, "cannot resolve %s: c-ares: %s",
@@ -310,7 +315,9 @@ void rlock__resolve_free(rlock__resolve *r, int keep_fd)
     if (!r)
         return;
     if (r->ch) {
-        r->done = 1; /* (got is called once more, with the channel's end) */
+        /* (A lookup still under way is called back with the channel's
+         * end: nothing is kept of it.) */
+        r->done = 1;
         ares_destroy(r->ch);
     }
     if (r->tfd >= 0)

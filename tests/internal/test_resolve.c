@@ -225,6 +225,17 @@ TEST(a_name_is_looked_up_inside_the_deadline_and_never_blocks)
         CHECK_INT(count_fds(NULL, NULL, NULL), ==, before);
     }
 
+    /* A name longer than DNS allows: refused, not cut to another. */
+    {
+        char longname[300];
+        rlock__endpoint lep = endpoint(port);
+        memset(longname, 'a', sizeof longname - 1);
+        longname[sizeof longname - 1] = '\0';
+        lep.host = longname;
+        CHECK_RC(rlock__conn_start(&lep, &c, &ne), RLOCK_ECONNECT);
+        CHECK(strstr(ne.msg, "name too long") != NULL);
+    }
+
     rlock__resolve_test_servers(NULL);
     after = count_fds(NULL, NULL, NULL);
     CHECK_INT(after, ==, before);
