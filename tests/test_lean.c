@@ -166,16 +166,6 @@ TEST(uncontended_pairs_use_the_fast_forms)
     rt_server_stop(s);
 }
 
-/* The counter of name's fencing tokens (0 if none). */
-static uint64_t counter(rt_server *s, const char *name)
-{
-    redisReply *r = rt_cmd(s, "GET {rlock:%s}:fence", name);
-    uint64_t v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
-
-    freeReplyObject(r);
-    return v;
-}
-
 TEST(a_token_is_drawn_when_first_asked_for_then_with_each_acquisition)
 {
     rt_server *s = rt_server_start(NULL);
@@ -193,7 +183,7 @@ TEST(a_token_is_drawn_when_first_asked_for_then_with_each_acquisition)
      * <nonce> ", kept with the hold in Redis and in the client. */
     CHECK_RC(rlock_mutex_fence(m, &t1), RLOCK_OK);
     CHECK_SENT(s, "2/1");
-    CHECK(t1 > 0 && t1 == counter(s, "fenced"));
+    CHECK(t1 > 0 && t1 == rt_fence_counter(s, "fenced"));
     CHECK(strtoull(rt_lock_field(s, "fenced", RT_TOKEN, buf, sizeof buf),
                    NULL, 10) == t1);
     CHECK(rlock_mutex_token(m) == t1);
@@ -208,13 +198,13 @@ TEST(a_token_is_drawn_when_first_asked_for_then_with_each_acquisition)
     CHECK_RC(rlock_mutex_lock(m), RLOCK_OK);
     t2 = rlock_mutex_token(m);
     CHECK_SENT(s, "3/3");
-    CHECK(t2 > t1 && t2 == counter(s, "fenced"));
+    CHECK(t2 > t1 && t2 == rt_fence_counter(s, "fenced"));
     CHECK_RC(rlock_mutex_unlock(m), RLOCK_OK);
     CHECK_SENT(s, "1/1");
     /* Another client's handle has not asked yet: lean, and its token,
      * drawn later in its hold, is still greater than every earlier one. */
     CHECK_RC(rlock_mutex_lock(other), RLOCK_OK);
-    CHECK(counter(s, "fenced") == t2);
+    CHECK(rt_fence_counter(s, "fenced") == t2);
     t3 = rlock_mutex_token(other);
     CHECK_SENT(s, "set 2/1");
     CHECK(t3 > t2);
@@ -253,7 +243,7 @@ TEST(rlock_with_draws_the_token_with_the_acquisition)
     log_all(s);
     CHECK_INT(rlock_with(m, 0, keep_token, &got), ==, 7);
     CHECK_SENT(s, "3/3 1/1");
-    CHECK(got > 0 && got == counter(s, "with"));
+    CHECK(got > 0 && got == rt_fence_counter(s, "with"));
     rlock_mutex_free(m);
     rlock_client_close(c);
     rt_server_stop(s);

@@ -153,6 +153,98 @@ TEST(redlock_survives_two_stopped_nodes_and_refuses_with_three)
     stop_nodes();
 }
 
+/* This process's established TCP connections to port (IPv4). */
+static int connections_to(int port)
+{
+    FILE *f = fopen("/proc/self/net/tcp", "r");
+    char line[512];
+    unsigned rport, st;
+    int n = 0;
+
+    CHECK(f != NULL);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+            (int)rport == port && st == 1)
+            n++;
+    fclose(f);
+    return n;
+}
+
+typedef struct pairs_arg {
+    rlock_client *c;
+    int k, pairs, failed;
+} pairs_arg;
+
+/* Lock and unlock pairs on a name of the thread's own. */
+static void *pairs(void *arg)
+{
+    pairs_arg *a = arg;
+    rlock_mutex *m;
+    char name[32];
+    int i;
+
+    snprintf(name, sizeof name, "thr-%d", a->k);
+    m = rt_mutex(a->c, name, NULL);
+    for (i = 0; i < a->pairs; i++) {
+        if (rlock_mutex_trylock(m) != RLOCK_OK) {
+            fprintf(stderr, "thread %d: %s\n", a->k, rlock_client_errmsg(a->c));
+            a->failed++;
+            continue;
+        }
+        a->failed += rlock_mutex_unlock(m) != RLOCK_OK;
+    }
+    rlock_mutex_free(m);
+    return NULL;
+}
+
+static int run_threads(rlock_client *c, int t, int n)
+{
+    pthread_t th[16];
+    pairs_arg a[16];
+    int i, failed = 0;
+
+    for (i = 0; i < t; i++) {
+        a[i].c = c;
+        a[i].k = i;
+        a[i].pairs = n;
+        a[i].failed = 0;
+        CHECK(pthread_create(&th[i], NULL, pairs, &a[i]) == 0);
+    }
+    for (i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        failed += a[i].failed;
+    }
+    return failed;
+}
+
+/* Threads of one Redlock client each have a connection to every node, as
+ * on one server: none fails because another's request is in flight (a
+ * node's pool used to be two connections, and a third thread's request
+ * failed at once, so that 8 threads failed most of their locks). A
+ * stalled node still gets no more connections once two owe it replies:
+ * its requests fail at once, and the majority of the others serves. */
+TEST(redlock_threads_of_one_client_never_fail_each_other)
+{
+    rlock_client *c = rt_client(start_nodes("node_timeout_ms=100"), NULL);
+    int before;
+
+    CHECK_INT(run_threads(c, 8, 200), ==, 0);
+    /* Node 0 stalls: every request's leg there gives up after 100 ms. */
+    rt_server_pause(nodes[0]);
+    before = connections_to(rt_server_port(nodes[0]));
+    CHECK_INT(before, <=, 8 + 1);
+    CHECK_INT(run_threads(c, 8, 30), ==, 0);
+    /* 240 requests: the connections the threads had, and new ones only
+     * until two owed it replies. */
+    CHECK_INT(connections_to(rt_server_port(nodes[0])), <=, before + 8 + 2);
+    printf("node 0: %d connections before it stalled, %d after 240 "
+           "requests\n",
+           before, connections_to(rt_server_port(nodes[0])));
+    rt_server_resume(nodes[0]);
+    rlock_client_close(c);
+    stop_nodes();
+}
+
 TEST(redlock_tokens_increase_whichever_majority_answers)
 {
     rlock_client *c = rt_client(start_nodes(NULL), NULL);

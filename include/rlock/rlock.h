@@ -210,11 +210,13 @@ typedef struct rlock_client_opts {
     int backoff_min_ms;
     int backoff_max_ms;
 
-    /* Most connections a client opens for commands (threads wait for a free
-     * one beyond that); a hard limit. They are opened as threads need
-     * them (a thread takes an idle one before another is opened), and
-     * those beyond one are closed again after 5 s unused. The subscriber
-     * connection is extra. Default 64. Must be 1 to 1024. */
+    /* Most connections a client opens for commands to one server (threads
+     * wait for a free one beyond that); a hard limit. They are opened as
+     * threads need them (a thread takes an idle one before another is
+     * opened), and those beyond one are closed again after 5 s unused.
+     * The subscriber connection is extra. With Redlock, each node's (at
+     * least 2), and a request waits for none: a node with none free
+     * counts as failed for it. Default 64. Must be 1 to 1024. */
     int max_connections;
 
     /* Prefix of every key and channel rlock writes. Default "rlock". Copied.

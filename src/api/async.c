@@ -274,16 +274,17 @@ static int still_held(acall *ac, int rc)
 static void task_done(rlock__task *t);
 
 /* A lock's end once its token stage is over (rc its code): a hold whose
- * token could not be had is given up, forgotten (nobody renews it, and
- * its lease runs out), as rlock_with gives back a level it cannot fence,
- * so that a callback never says "failed" of a hold the handle keeps. (A
- * re-entry reads its token from memory, unless its hold was taken lean
- * and the handle wants tokens at once now: then the level it took is the
- * one given up.) */
+ * token could not be had is given up, as rlock_with gives back a level it
+ * cannot fence, so that a callback never says "failed" of a hold the
+ * handle keeps: forgotten by the client (nobody renews it) and given back
+ * to Redis in the background, so that the next waiter need not wait for
+ * its lease to run out. (A re-entry reads its token from memory, unless
+ * its hold was taken lean and the handle wants tokens at once now: then
+ * the level it took is the one given up.) */
 static void lock_ended(acall *ac, int rc, uint64_t token)
 {
     if (rc != RLOCK_OK && rc != RLOCK_ELOST)
-        rlock__forget(ac->am->m, ac->t.owner);
+        rlock__give_up(ac->am->m, ac->t.owner);
     ac->token = rc == RLOCK_OK ? token : 0;
     end_call(ac, still_held(ac, rc));
 }

@@ -513,6 +513,26 @@ static void shrink(rlock__node *n)
     n->nopen -= k;
 }
 
+/* The connections that owe replies given up on, of the node's present
+ * address (mu held). */
+static int owing_now(const rlock__node *n)
+{
+    int i, k = 0;
+
+    for (i = 0; i < n->nowing; i++)
+        k += !n->owing[i].retired;
+    return k;
+}
+
+/* Whether another connection may be opened (mu held): the pool has room,
+ * and the server is not stalled (most_owing). */
+static int room(const rlock__node *n)
+{
+    if (n->nopen >= n->cfg->max_connections)
+        return 0;
+    return n->cfg->most_owing <= 0 || owing_now(n) < n->cfg->most_owing;
+}
+
 /* A connection for a request: 1 and *out, an idle one (not yet looked
  * at: see leg_conn); 0, none idle but room to open one (counted already);
  * -1, all are in use (mu held). */
@@ -524,7 +544,7 @@ static int pool_take(rlock__node *n, rlock__conn **out)
         *out = n->idle[--n->nidle].conn;
         return 1;
     }
-    if (n->nopen < n->cfg->max_connections) {
+    if (room(n)) {
         n->nopen++;
         return 0;
     }
@@ -545,7 +565,7 @@ static void pq_serve(rlock__node *n)
         if (n->nidle > 0) {
             l->handed = n->idle[--n->nidle].conn;
             l->handed_gen = n->gen;
-        } else if (n->nopen < n->cfg->max_connections) {
+        } else if (room(n)) {
             l->room = 1;
             n->nopen++;
         } else {
@@ -1007,6 +1027,15 @@ static int leg_conn(leg *l, int64_t deadline_ns, rlock__result *res, int nowait)
             return LEG_POOLED;
         }
         pq_leave(n, l); /* its time is up */
+    }
+    if (got < 0 && !n->cfg->wait_for_connection) {
+        int owe_n = owing_now(n), open_n = n->nopen;
+        pthread_mutex_unlock(&n->mu);
+        return rlock__err_set(&res->err, res->rc = RLOCK_ENOREPLY,
+                              "%s is not asked: none of its %d connections "
+                              "is free (%d owe replies to earlier requests "
+                              "that gave up on it)",
+                              n->where, open_n, owe_n);
     }
     if (got < 0) {
         pthread_mutex_unlock(&n->mu);

@@ -44,6 +44,11 @@ typedef struct rlock__node_cfg {
     int max_connections;
     int wait_for_connection; /* all busy: wait until the deadline (1), or
                                 fail at once (0, Redlock) */
+    /* > 0: while this many connections owe replies that their requests
+     * gave up on (a stalled server), no new one is opened: a request
+     * that finds none idle fails at once rather than piling more work
+     * on a server that does not answer (Redlock: 2). 0: no such rule. */
+    int most_owing;
     int require_master;      /* ROLE on every new connection must say
                                 master (Sentinel) */
     /* INFO server on every new connection, with the rest of what it is

@@ -324,14 +324,20 @@ static int open_redlock(rlock_client *c, const char *url,
         return rc;
     }
     /* Each node answers within the per-node timeout, connecting included.
-     * Two connections each: the caller's request and the background's
-     * (a renewal, an undo) do not make each other fail; a node whose two
-     * connections still owe replies (a paused server) is a failed node for
-     * the request, at once, rather than one to pile more work on. */
+     * As many connections each as the client's other pools, and at least
+     * two, so that the caller's request and the background's (a renewal,
+     * an undo) never make each other fail, and the client's threads (or
+     * a loop's burst of requests before its connections are up) each
+     * have one. A node that has two connections owing replies to requests
+     * that gave up on it (a paused server) is a failed node for the next
+     * request, at once, rather than one to pile more work on; so is one
+     * whose connections are all busy: no request waits for another's. */
     rlock__node_cfg_of(c, &r->cfg);
     r->cfg.connect_timeout_ms = r->node_timeout_ms;
     r->cfg.request_timeout_ms = r->node_timeout_ms;
-    r->cfg.max_connections = 2;
+    if (r->cfg.max_connections < 2)
+        r->cfg.max_connections = 2;
+    r->cfg.most_owing = 2;
     r->cfg.wait_for_connection = 0;
     r->cfg.identify = 1;
     rc = make_nodes(r, spec, end, !c->lazy,

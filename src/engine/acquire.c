@@ -137,21 +137,26 @@ static int retoken(rlock_mutex *m, const char *owner, size_t owner_len,
     return 1;
 }
 
-/* Clears got[i] where the second round failed. */
+/* Clears got[i] where the second round did not confirm the token: the
+ * node's answer was not 1, or it has none (the whole round failed before
+ * it went out: out of memory). A node that holds with a smaller token and
+ * was not raised to the hold's does not count towards it: a majority
+ * whose counters never saw the token would let a later hold draw a
+ * smaller one. */
 static void retoken_read(tally *t, rlock__slot *s)
 {
     int i;
 
-    if (s->rc == RLOCK_OK) {
-        for (i = 0; i < s->res.n; i++) {
-            const redisReply *r = s->res.r[i].reply;
-            if (!t->got[i] || t->tok[i] >= t->token)
-                continue;
-            if (s->res.r[i].rc != RLOCK_OK || r->type != REDIS_REPLY_INTEGER ||
-                r->integer != 1) {
-                t->got[i] = 0;
-                t->held--;
-            }
+    for (i = 0; i < RLOCK__NODES_MAX; i++) {
+        const redisReply *r;
+        if (!t->got[i] || t->tok[i] >= t->token)
+            continue;
+        r = s->rc == RLOCK_OK && i < s->res.n && s->res.r[i].rc == RLOCK_OK
+                ? s->res.r[i].reply
+                : NULL;
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+            t->got[i] = 0;
+            t->held--;
         }
     }
     rlock__results_free(&s->res);

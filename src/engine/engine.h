@@ -79,6 +79,12 @@ void rlock__tokens_on_demand(rlock_mutex *m);
  * the client's count. */
 void rlock__forget(rlock_mutex *m, rlock__as owner);
 
+/* As rlock__forget, but a last level is given back to Redis in the
+ * background (the undo of its acquisition, which hands the lock on to the
+ * next waiter), rather than left standing for the rest of its lease: for
+ * a hold taken that its call cannot return (its token could not be had). */
+void rlock__give_up(rlock_mutex *m, rlock__as owner);
+
 /* ---- what the calls tell the client's observers (report.c) ------------ */
 
 /* An acquisition call on m as owner, begun at t0 (monotonic ns), ended

@@ -684,6 +684,23 @@ int rlock__keep_step(rlock__keep_op *k, rlock__slot **slot)
     return RLOCK__STEP_DONE;
 }
 
+void rlock__give_up(rlock_mutex *m, rlock__as owner)
+{
+    rlock_client *c = m->c;
+    rlock__hold *h;
+
+    pthread_mutex_lock(&c->mu);
+    h = rlock__hold_find(&c->holds, m, owner.no);
+    if (h && h->count > 1) {
+        h->count--;
+    } else if (h) {
+        /* (Out of memory for the job too: its lease runs out.) */
+        rlock__undo_hold_later(c, h);
+        rlock__hold_remove(&c->holds, h);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 void rlock__forget(rlock_mutex *m, rlock__as owner)
 {
     rlock_client *c = m->c;

@@ -254,10 +254,12 @@ static short events_in(const watched *v, int n, int fd)
     return 0;
 }
 
-/* fds has room for fd. */
+/* fds has room for fd, and the watched set for every descriptor that
+ * has a slot (so that watching one with a slot never needs memory). */
 static int fd_room(rlock__loop *l, int fd)
 {
     struct rlock__fdslot *bigger;
+    watched *set;
     int n = l->capfd ? l->capfd : 64;
 
     if (fd < 0)
@@ -266,6 +268,9 @@ static int fd_room(rlock__loop *l, int fd)
         return 1;
     while (n <= fd)
         n *= 2;
+    if (!(set = grown(l->set, &l->capset, n + 2, sizeof *set)))
+        return 0;
+    l->set = set;
     if (!(bigger = realloc(l->fds, sizeof *bigger * (size_t)n)))
         return 0;
     memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
@@ -432,6 +437,8 @@ static void watch_conn(rlock__loop *l, int fd, rlock__conn *c, short ev)
     }
 }
 
+static void round_leave(rlock__loop *l, rlock__task *t, int i);
+
 /* What t's round waits for on each of its connections, watched: each
  * connection for what it waits for while some task's round waits on
  * it. */
@@ -447,7 +454,24 @@ static void watch_task(rlock__loop *l, rlock__task *t)
             continue;
         fd = rlock__conn_fd(c);
         if (!fd_room(l, fd)) {
+            /* Out of memory: no slot where a readiness would find t. Its
+             * part of the connection is given up now (its error), and t
+             * is listed for the next pass, at once, rather than left to
+             * learn of it at its deadline. */
             watch_fd(l, fd, 0);
+            if (!rlock__bexec_settled(&t->io->b, i, t->io->want[i])) {
+                /* (Let go of first, as a cancel does: giving up may give
+                 * the connection back, which may close it.) */
+                round_leave(l, t, i);
+                rlock__bexec_fail(&t->io->b, i, RLOCK_ENOMEM,
+                                  "out of memory (the loop could not "
+                                  "watch the connection)");
+                if (!t->listed) {
+                    unpark(l, t);
+                    list_add(l, t);
+                }
+                l->relook = 1;
+            }
             continue;
         }
         if (rlock__bexec_settled(&t->io->b, i, t->io->want[i]))
@@ -773,9 +797,9 @@ static void rewatch(rlock__loop *l)
     flush_due(l);
     if (l->nheap > 0)
         due = l->heap[0]->until > 0 ? l->heap[0]->until : 1;
-    if (l->rung || l->nnudge > 0)
-        due = 1; /* woken sleepers, or nudged tasks, left for the next
-                    pass */
+    if (l->rung || l->nnudge > 0 || l->relook)
+        due = 1; /* woken sleepers, nudged tasks, or a listed task failed
+                    out of memory, left for the next pass */
     for (t = l->tasks; t; t = t->next)
         if (t->until && (due == 0 || t->until < due))
             due = t->until;
@@ -906,6 +930,7 @@ static void pass(rlock__loop *l)
     int64_t now = rlock__now_ns();
 
     l->passes++;
+    l->relook = 0;
     l->side->pass(l);
     serve_nudged(l, now);
     /* (Empty but out of memory.) */

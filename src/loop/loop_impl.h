@@ -116,6 +116,9 @@ struct rlock__loop {
     rlock__task **woken; /* a pass's scratch */
     int capwoken;
     int rung;
+    /* A listed task's round was failed out of memory (watch_task): the
+     * next pass, at once, looks at it. */
+    int relook;
     /* Passes made, tasks looked at in them, and woken sleepers taken from
      * the ring's list: what a callback costs (the tests hold it to the
      * tasks it concerns). */

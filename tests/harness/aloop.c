@@ -68,7 +68,7 @@ static void cleanup(void *arg)
     p->cleanups++;
 }
 
-void rt_al_attach(rt_aloop *p, rlock_async *a)
+int rt_al_try_attach(rt_aloop *p, rlock_async *a)
 {
     rlock_async_hooks h;
 
@@ -80,7 +80,12 @@ void rt_al_attach(rt_aloop *p, rlock_async *a)
     h.watch = watch;
     h.timer = timer;
     h.arg = p;
-    CHECK_RC(rlock_async_attach(a, &h), RLOCK_OK);
+    return rlock_async_attach(a, &h);
+}
+
+void rt_al_attach(rt_aloop *p, rlock_async *a)
+{
+    CHECK_RC(rt_al_try_attach(p, a), RLOCK_OK);
 }
 
 void rt_al_turn(rt_aloop *p)

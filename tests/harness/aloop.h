@@ -36,6 +36,8 @@ typedef struct rt_aloop {
 
 /* The client a, attached to p on this thread. */
 void rt_al_attach(rt_aloop *p, rlock_async *a);
+/* The same, returning rlock_async_attach's code. */
+int rt_al_try_attach(rt_aloop *p, rlock_async *a);
 /* One turn: a poll of at most 50 ms (less if the timer is sooner), then
  * the readiness and the timer reported. */
 void rt_al_turn(rt_aloop *p);

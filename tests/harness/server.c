@@ -523,6 +523,15 @@ long long rt_lock_count(rt_server *s, const char *name)
                    10);
 }
 
+uint64_t rt_fence_counter(rt_server *s, const char *name)
+{
+    redisReply *r = rt_cmd(s, "GET {rlock:%s}:fence", name);
+    uint64_t v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+
+    freeReplyObject(r);
+    return v;
+}
+
 long long rt_info_field(rt_server *s, const char *section, const char *field)
 {
     redisReply *r = rt_cmd(s, "INFO %s", section);

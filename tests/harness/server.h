@@ -11,6 +11,7 @@
 #ifndef RLOCK_TEST_SERVER_H
 #define RLOCK_TEST_SERVER_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
@@ -80,6 +81,8 @@ const char *rt_lock_field(rt_server *s, const char *name, int field,
                           char *buf, size_t len);
 /* The count field as a number (0 if there is no lock). */
 long long rt_lock_count(rt_server *s, const char *name);
+/* The counter of name's fencing tokens (0 if none). */
+uint64_t rt_fence_counter(rt_server *s, const char *name);
 
 /* Reads one INFO field as a number (e.g. "total_commands_processed"). */
 long long rt_info_field(rt_server *s, const char *section, const char *field);
