@@ -514,14 +514,29 @@ static void shrink(rlock__node *n)
 }
 
 /* The connections that owe replies given up on, of the node's present
- * address (mu held). */
+ * address (mu held): those kept owing, and shared ones on which a leg
+ * gave up while others still ride them (they are kept owing only when
+ * their last leg leaves, up to a request's time later). Once there is
+ * one, a shared connection whose handshake is still unanswered counts
+ * too: the server is likely stalled, and a loop's next requests, a few
+ * milliseconds apart, would each open another before the first of them
+ * gave up (async_redlock_piles_no_connections_on_a_stopped_node). */
 static int owing_now(const rlock__node *n)
 {
-    int i, k = 0;
+    int i, k = 0, unanswered = 0;
 
     for (i = 0; i < n->nowing; i++)
         k += !n->owing[i].retired;
-    return k;
+    for (i = 0; i < n->nshared; i++) {
+        const shared *e = &n->shared[i];
+        if (e->broken || e->gen != n->gen)
+            continue;
+        if (e->gave_up)
+            k++;
+        else if (!e->open)
+            unanswered++;
+    }
+    return k > 0 ? k + unanswered : 0;
 }
 
 /* Whether another connection may be opened (mu held): the pool has room,

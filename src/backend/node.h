@@ -47,7 +47,9 @@ typedef struct rlock__node_cfg {
     /* > 0: while this many connections owe replies that their requests
      * gave up on (a stalled server), no new one is opened: a request
      * that finds none idle fails at once rather than piling more work
-     * on a server that does not answer (Redlock: 2). 0: no such rule. */
+     * on a server that does not answer (Redlock: 2). 0: no such rule. A
+     * shared connection counts once a leg on it gave up, and then one
+     * whose handshake is unanswered too (owing_now). */
     int most_owing;
     int require_master;      /* ROLE on every new connection must say
                                 master (Sentinel) */

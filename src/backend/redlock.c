@@ -328,10 +328,14 @@ static int open_redlock(rlock_client *c, const char *url,
      * two, so that the caller's request and the background's (a renewal,
      * an undo) never make each other fail, and the client's threads (or
      * a loop's burst of requests before its connections are up) each
-     * have one. A node that has two connections owing replies to requests
-     * that gave up on it (a paused server) is a failed node for the next
-     * request, at once, rather than one to pile more work on; so is one
-     * whose connections are all busy: no request waits for another's. */
+     * have one. A node that has two connections owing replies to
+     * requests that gave up on it (a paused server) is opened no other
+     * until it answers: a request that finds none of its connections free
+     * counts it as failed, at once, rather than piling more work on it (a
+     * paused server runs it all when it wakes). Two, not one: a release
+     * still reaches a node that one late request made suspect, and runs
+     * there after that request. No request waits for another's
+     * connection. */
     rlock__node_cfg_of(c, &r->cfg);
     r->cfg.connect_timeout_ms = r->node_timeout_ms;
     r->cfg.request_timeout_ms = r->node_timeout_ms;
