@@ -254,12 +254,15 @@ static short events_in(const watched *v, int n, int fd)
     return 0;
 }
 
-/* fds has room for fd, and the watched set for every descriptor that
- * has a slot (so that watching one with a slot never needs memory). */
+/* fds has room for fd, and the watched set and the nudge list for every
+ * descriptor that has a slot (so that watching or nudging one with a slot
+ * never needs memory: a nudge lost to a failed allocation left its tasks
+ * to their deadlines). */
 static int fd_room(rlock__loop *l, int fd)
 {
     struct rlock__fdslot *bigger;
     watched *set;
+    int *nq;
     int n = l->capfd ? l->capfd : 64;
 
     if (fd < 0)
@@ -271,6 +274,9 @@ static int fd_room(rlock__loop *l, int fd)
     if (!(set = grown(l->set, &l->capset, n + 2, sizeof *set)))
         return 0;
     l->set = set;
+    if (!(nq = grown(l->nudge, &l->capnudge, n, sizeof *nq)))
+        return 0;
+    l->nudge = nq;
     if (!(bigger = realloc(l->fds, sizeof *bigger * (size_t)n)))
         return 0;
     memset(bigger + l->capfd, 0, sizeof *bigger * (size_t)(n - l->capfd));
