@@ -31,6 +31,10 @@
 /* The most runs a sequence gets (its allocations are far fewer). */
 #define MOST_RUNS 4000
 
+/* The sequences run so far: each names its locks apart, so that what a
+ * failed run of one left for its lease never stands in another's way. */
+static int part;
+
 static int open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -106,7 +110,7 @@ static int blocking_run(rt_server *s, const char *url, long nth, tally *t,
     char name[64];
     int err = 0, d = 0, last = RLOCK_EINVAL, failed;
 
-    snprintf(name, sizeof name, "oom-b-%d", k);
+    snprintf(name, sizeof name, "oom-b-%d-%d", part, k);
     rlock_client_opts_init(&o);
     o.connect_timeout_ms = 5000;
     o.command_timeout_ms = 5000;
@@ -166,6 +170,7 @@ static void blocking_runs(const char *what, rt_server *s, const char *url)
     int fds;
 
     memset(&t, 0, sizeof t);
+    part++;
     /* A first run, so that what is made once per process (the owner's
      * id, the scripts' digests) is counted where it stays. */
     CHECK(!blocking_run(s, url, 0, &t, 0));
@@ -292,7 +297,7 @@ static int async_run(rt_server *s, const char *url, long nth, long span,
         a = NULL;
     }
     for (i = 0; a && i < HANDLES; i++) {
-        snprintf(name[i], sizeof name[i], "oom-a-%d-%d", k, i);
+        snprintf(name[i], sizeof name[i], "oom-a-%d-%d-%d", part, k, i);
         if (!(m[i] = rlock_async_mutex_new(a, name[i], NULL, &err)))
             seen_rc(t, err, RLOCK_OK, &d);
     }
@@ -399,6 +404,7 @@ static void async_runs(const char *what, rt_server *s, const char *url,
     int fds;
 
     memset(&t, 0, sizeof t);
+    part++;
     CHECK(!async_run(s, url, 0, 1, &t, 0));
     fds = open_fds();
     for (n = 1; n <= MOST_RUNS; n++) {
